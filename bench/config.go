@@ -1,0 +1,118 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// Config describes one run: one mode against one target. The zero value of
+// every field but Target and Mode is usable.
+type Config struct {
+	// Target is the server to load. Required.
+	Target Target
+	// Mode is a mode name (see ModeNames). It runs exactly as named; use
+	// Plan to map a family onto each target's own command. Required.
+	Mode string
+
+	// Conns is the number of connections, each with one goroutine. Default 50.
+	Conns int
+	// Pipeline is the number of requests written together on a connection
+	// before waiting for all their replies. Default 1.
+	Pipeline int
+	// Requests bounds the run by total requests over all connections
+	// (0: no count bound).
+	Requests int64
+	// Duration bounds the run by time. Default 5s when Requests is 0; with
+	// both set, whichever is reached first ends the run.
+	Duration time.Duration
+	// Rate, when positive, makes the run open-loop: Rate requests per second
+	// in total, each connection sending its batches on a fixed schedule, and
+	// latency measured from a batch's intended send time (coordinated-
+	// omission correction). 0: closed loop, as fast as replies come back.
+	Rate float64
+
+	// Keys is the number of distinct keys, chosen uniformly. Default 10000.
+	Keys int
+	// Hot is the fraction of requests (0..1) sent to one extra hot key.
+	Hot float64
+	// Seed seeds the key choice; connection i uses (Seed, i). Default 1.
+	Seed uint64
+	// KeyPrefix starts every key. Default "sluice-bench:<mode>:".
+	KeyPrefix string
+	// Limit holds the limiter parameters for decision modes.
+	Limit Limit
+
+	// Timeout bounds dialing and every wait for a write or a reply; a
+	// connection that exceeds it fails. Default 5s.
+	Timeout time.Duration
+	// AllowRemote permits a target outside loopback.
+	AllowRemote bool
+	// Progress, when set, receives a progress bar for runs expected to
+	// last longer than two seconds.
+	Progress io.Writer
+}
+
+const (
+	defaultConns    = 50
+	defaultDuration = 5 * time.Second
+	defaultKeys     = 10000
+	defaultTimeout  = 5 * time.Second
+)
+
+// prepare applies defaults, validates, and finds the mode.
+func (c Config) prepare() (Config, *mode, error) {
+	m, err := lookupMode(c.Mode)
+	if err != nil {
+		return c, nil, err
+	}
+	c.Mode = m.name
+	if c.Target.Addr == "" {
+		return c, m, errors.New("no target address")
+	}
+	if c.Conns == 0 {
+		c.Conns = defaultConns
+	}
+	if c.Pipeline == 0 {
+		c.Pipeline = 1
+	}
+	if c.Requests == 0 && c.Duration == 0 {
+		c.Duration = defaultDuration
+	}
+	if c.Keys == 0 {
+		c.Keys = defaultKeys
+	}
+	if c.Seed == 0 {
+		c.Seed = 1
+	}
+	if c.KeyPrefix == "" {
+		c.KeyPrefix = "sluice-bench:" + m.name + ":"
+	}
+	if c.Timeout == 0 {
+		c.Timeout = defaultTimeout
+	}
+	c.Limit = c.Limit.withDefaults()
+	switch {
+	case c.Conns < 1:
+		return c, m, fmt.Errorf("conns %d: must be at least 1", c.Conns)
+	case c.Pipeline < 1:
+		return c, m, fmt.Errorf("pipeline %d: must be at least 1", c.Pipeline)
+	case c.Requests < 0:
+		return c, m, fmt.Errorf("requests %d: must not be negative", c.Requests)
+	case c.Duration < 0:
+		return c, m, fmt.Errorf("duration %v: must not be negative", c.Duration)
+	case c.Rate < 0:
+		return c, m, fmt.Errorf("rate %v: must not be negative", c.Rate)
+	case c.Keys < 1:
+		return c, m, fmt.Errorf("keys %d: must be at least 1", c.Keys)
+	case !(c.Hot >= 0 && c.Hot <= 1):
+		return c, m, fmt.Errorf("hot %v: must be between 0 and 1", c.Hot)
+	case c.Timeout < 0:
+		return c, m, fmt.Errorf("timeout %v: must not be negative", c.Timeout)
+	}
+	if err := c.Limit.validate(); err != nil {
+		return c, m, err
+	}
+	return c, m, nil
+}

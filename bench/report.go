@@ -1,0 +1,134 @@
+package bench
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// WriteTable prints results as one aligned table, then one line per family
+// measured on both a Sluice and a Redis target giving their throughput
+// ratio, then the first error of each run that had any.
+func WriteTable(w io.Writer, results []Result) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "target\tmode\tconns\tpipeline\trequests\tdecisions/s\tallowed\tlimited\terrors\tp50\tp90\tp99\tp99.9\tmax\t")
+	for _, r := range results {
+		conns := strconv.Itoa(r.Conns)
+		if r.Rate > 0 {
+			conns += "@" + strconv.FormatFloat(r.Rate, 'f', -1, 64) + "/s"
+		}
+		errs := strconv.FormatInt(r.Errors, 10)
+		if r.Unanswered > 0 {
+			errs += "+" + strconv.FormatInt(r.Unanswered, 10) + " lost"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+			r.Target, r.Mode, conns, r.Pipeline, r.Requests, formatRate(r.Throughput),
+			r.Allowed, r.Limited, errs,
+			formatLatency(r.Latency.P50), formatLatency(r.Latency.P90), formatLatency(r.Latency.P99),
+			formatLatency(r.Latency.P999), formatLatency(r.Latency.Max))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, line := range ratios(results) {
+		fmt.Fprintln(w, line)
+	}
+	for _, r := range results {
+		if r.FirstError != "" {
+			fmt.Fprintf(w, "%s %s: %d error replies; first: %s\n", r.Target, r.Mode, r.Errors, r.FirstError)
+		}
+		if r.Failure != "" {
+			fmt.Fprintf(w, "%s %s: run failed: %s\n", r.Target, r.Mode, r.Failure)
+		}
+	}
+	return nil
+}
+
+// ratios compares, per family and run shape, the sluice target's
+// throughput with the redis target's.
+func ratios(results []Result) []string {
+	var lines []string
+	for i, a := range results {
+		if a.Kind != KindSluice.String() || a.Throughput == 0 || a.Failure != "" {
+			continue
+		}
+		for _, b := range results[i+1:] {
+			if b.Kind == KindRedis.String() && b.Family == a.Family && b.Conns == a.Conns &&
+				b.Pipeline == a.Pipeline && b.Throughput > 0 && b.Failure == "" {
+				lines = append(lines, fmt.Sprintf("%s: %s %s / %s %s throughput = %.2fx",
+					a.Family, a.Target, a.Mode, b.Target, b.Mode, a.Throughput/b.Throughput))
+				break
+			}
+		}
+	}
+	return lines
+}
+
+func formatRate(v float64) string {
+	return strconv.FormatFloat(v, 'f', 0, 64)
+}
+
+// formatLatency keeps three significant figures, like the histogram.
+func formatLatency(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "-"
+	case d < time.Millisecond:
+		return strconv.FormatFloat(float64(d)/float64(time.Microsecond), 'f', 1, 64) + "us"
+	case d < time.Second:
+		return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 2, 64) + "ms"
+	}
+	return strconv.FormatFloat(d.Seconds(), 'f', 2, 64) + "s"
+}
+
+// Report is what WriteJSON writes: the invocation's settings and every
+// run's result.
+type Report struct {
+	Started  time.Time         `json:"started"`
+	Settings map[string]string `json:"settings,omitempty"`
+	Results  []Result          `json:"results"`
+}
+
+// WriteJSON writes r as indented JSON; durations are in nanoseconds.
+func WriteJSON(w io.Writer, r Report) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+var csvHeader = []string{
+	"target", "kind", "addr", "mode", "family", "conns", "pipeline", "rate",
+	"requests", "allowed", "limited", "errors", "unanswered", "elapsed_ns", "per_second",
+	"p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns", "mean_ns", "first_error", "failure",
+}
+
+// WriteCSV writes one header row and one row per result; durations are in
+// nanoseconds.
+func WriteCSV(w io.Writer, results []Result) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(csvHeader); err != nil {
+		return err
+	}
+	i := func(v int64) string { return strconv.FormatInt(v, 10) }
+	d := func(v time.Duration) string { return strconv.FormatInt(int64(v), 10) }
+	for _, r := range results {
+		row := []string{
+			r.Target, r.Kind, r.Addr, r.Mode, r.Family, strconv.Itoa(r.Conns), strconv.Itoa(r.Pipeline),
+			strconv.FormatFloat(r.Rate, 'f', -1, 64),
+			i(r.Requests), i(r.Allowed), i(r.Limited), i(r.Errors), i(r.Unanswered),
+			d(r.Elapsed), strconv.FormatFloat(r.Throughput, 'f', 1, 64),
+			d(r.Latency.P50), d(r.Latency.P90), d(r.Latency.P99), d(r.Latency.P999), d(r.Latency.Max), d(r.Latency.Mean),
+			strings.TrimSpace(r.FirstError), strings.TrimSpace(r.Failure),
+		}
+		if err := cw.Write(row); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}

@@ -1,0 +1,479 @@
+package bench
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/tidwall/redcon"
+)
+
+// Latencies are recorded in nanoseconds from 1 ns to one hour, to three
+// significant digits.
+const (
+	histMin    = 1
+	histMax    = int64(time.Hour)
+	histDigits = 3
+)
+
+// Result is what one run measured. Counts are of replies: Allowed +
+// Limited + Errors == Requests, and Unanswered counts requests that were
+// sent but got no reply because their connection failed or the run was
+// cancelled.
+type Result struct {
+	Target   string  `json:"target"`
+	Kind     string  `json:"kind"` // sluice, redis or any
+	Addr     string  `json:"addr"`
+	Mode     string  `json:"mode"`
+	Family   string  `json:"family"`
+	Conns    int     `json:"conns"`
+	Pipeline int     `json:"pipeline"`
+	Rate     float64 `json:"rate,omitempty"` // open-loop target, requests/s
+
+	Requests   int64 `json:"requests"`
+	Allowed    int64 `json:"allowed"`
+	Limited    int64 `json:"limited"`
+	Errors     int64 `json:"errors"`
+	Unanswered int64 `json:"unanswered"`
+
+	Elapsed    time.Duration `json:"elapsed_ns"`
+	Throughput float64       `json:"per_second"` // replies per second of Elapsed
+
+	Latency Latency `json:"latency"`
+	// Hist holds every per-request latency in nanoseconds; nil when the
+	// run did not start.
+	Hist *hdrhistogram.Histogram `json:"-"`
+
+	// FirstError is the first error reply (or unexpected reply) seen.
+	FirstError string `json:"first_error,omitempty"`
+	// Failure is the error that ended the run early, if any.
+	Failure string `json:"failure,omitempty"`
+}
+
+// Latency summarises a run's latency histogram.
+type Latency struct {
+	P50  time.Duration `json:"p50_ns"`
+	P90  time.Duration `json:"p90_ns"`
+	P99  time.Duration `json:"p99_ns"`
+	P999 time.Duration `json:"p999_ns"`
+	Max  time.Duration `json:"max_ns"`
+	Mean time.Duration `json:"mean_ns"`
+}
+
+func summarize(h *hdrhistogram.Histogram) Latency {
+	if h == nil || h.TotalCount() == 0 {
+		return Latency{}
+	}
+	q := h.ValueAtPercentilesSlice([]float64{50, 90, 99, 99.9})
+	return Latency{
+		P50:  time.Duration(q[0]),
+		P90:  time.Duration(q[1]),
+		P99:  time.Duration(q[2]),
+		P999: time.Duration(q[3]),
+		Max:  time.Duration(h.Max()),
+		Mean: time.Duration(h.Mean()),
+	}
+}
+
+// OK reports whether the run completed with no error replies.
+func (r *Result) OK() bool { return r.Failure == "" && r.Errors == 0 && r.Unanswered == 0 }
+
+// Run loads one target with one mode and reports what it measured. It
+// returns an error when the run could not start or ended early (target
+// unreachable, connection lost, timeout, protocol error, ctx cancelled); the
+// Result then still holds whatever was measured. Error replies do not make
+// Run fail: they are counted in Result.Errors (see Result.OK).
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	cfg, m, err := cfg.prepare()
+	res := Result{
+		Target:   cfg.Target.label(),
+		Kind:     cfg.Target.Kind.String(),
+		Addr:     cfg.Target.Addr,
+		Mode:     cfg.Mode,
+		Conns:    cfg.Conns,
+		Pipeline: cfg.Pipeline,
+		Rate:     cfg.Rate,
+	}
+	if m != nil {
+		res.Family = m.family
+	}
+	fail := func(err error) (Result, error) {
+		res.Failure = err.Error()
+		return res, err
+	}
+	if err != nil {
+		return fail(err)
+	}
+	addr, err := CheckAddr(cfg.Target.Addr, cfg.AllowRemote)
+	if err != nil {
+		return fail(err)
+	}
+
+	dialer := net.Dialer{Timeout: cfg.Timeout}
+	conns := make([]net.Conn, 0, cfg.Conns)
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	dial := func() error {
+		c, err := dialer.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return fmt.Errorf("%s %s unreachable: %w", res.Target, cfg.Target.Addr, err)
+		}
+		conns = append(conns, c)
+		return nil
+	}
+	if err := dial(); err != nil {
+		return fail(err)
+	}
+	var sha string
+	if m.script != "" {
+		if sha, err = loadScript(conns[0], m, cfg.Timeout); err != nil {
+			return fail(fmt.Errorf("%s %s: %w", res.Target, cfg.Target.Addr, err))
+		}
+	}
+	for len(conns) < cfg.Conns {
+		if err := dial(); err != nil {
+			return fail(err)
+		}
+	}
+
+	req := m.request(cfg.Limit, sha)
+	st := &runState{
+		done:     ctx.Done(),
+		timeout:  cfg.Timeout,
+		counted:  cfg.Requests > 0,
+		decision: m.decision,
+	}
+	st.remaining.Store(cfg.Requests)
+	if cfg.Rate > 0 {
+		// Each connection sends Pipeline requests every interval.
+		st.interval = time.Duration(float64(time.Second) * float64(cfg.Pipeline) * float64(cfg.Conns) / cfg.Rate)
+		if st.interval <= 0 {
+			st.interval = 1
+		}
+	}
+	workers := make([]*worker, cfg.Conns)
+	for i, c := range conns {
+		workers[i] = newWorker(i, c, cfg, req)
+		if st.interval > 0 {
+			// Stagger the schedules so connections do not all fire together.
+			workers[i].offset = st.interval * time.Duration(i) / time.Duration(cfg.Conns)
+		}
+	}
+
+	// Closing the connections is what unblocks a worker waiting on a reply
+	// when the run is cancelled.
+	stopClose := context.AfterFunc(ctx, func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	defer stopClose()
+
+	st.start = time.Now()
+	if cfg.Duration > 0 {
+		st.deadline = st.start.Add(cfg.Duration)
+	}
+	var wg sync.WaitGroup
+	for _, w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.run(st)
+		}()
+	}
+	var progressDone chan struct{}
+	if cfg.Progress != nil {
+		progressDone = make(chan struct{})
+		stopProgress := make(chan struct{})
+		go func() {
+			defer close(progressDone)
+			showProgress(cfg, res.Target, workers, st.start, stopProgress)
+		}()
+		defer func() {
+			close(stopProgress)
+			<-progressDone
+		}()
+	}
+	wg.Wait()
+
+	end := st.start
+	res.Hist = hdrhistogram.New(histMin, histMax, histDigits)
+	var firstFailure error
+	failed := 0
+	for _, w := range workers {
+		if w.end.After(end) {
+			end = w.end
+		}
+		res.Hist.Merge(w.hist)
+		res.Allowed += w.allowed
+		res.Limited += w.limited
+		res.Errors += w.errors
+		res.Unanswered += w.unanswered
+		if res.FirstError == "" {
+			res.FirstError = w.firstErr
+		}
+		if w.err != nil {
+			failed++
+			if firstFailure == nil {
+				firstFailure = w.err
+			}
+		}
+	}
+	res.Requests = res.Allowed + res.Limited + res.Errors
+	res.Elapsed = end.Sub(st.start)
+	if res.Elapsed > 0 {
+		res.Throughput = float64(res.Requests) / res.Elapsed.Seconds()
+	}
+	res.Latency = summarize(res.Hist)
+	if err := ctx.Err(); err != nil {
+		return fail(err)
+	}
+	if firstFailure != nil {
+		return fail(fmt.Errorf("%s %s: %d of %d connections failed: %w", res.Target, cfg.Target.Addr, failed, cfg.Conns, firstFailure))
+	}
+	return res, nil
+}
+
+// loadScript loads m's Lua source with SCRIPT LOAD and checks the SHA1 the
+// server reports against the one computed here.
+func loadScript(c net.Conn, m *mode, timeout time.Duration) (string, error) {
+	sum := sha1.Sum([]byte(m.script))
+	want := hex.EncodeToString(sum[:])
+	c.SetDeadline(time.Now().Add(timeout))
+	defer c.SetDeadline(time.Time{})
+	rd := newReplyReader(4096)
+	resp, err := roundTrip(c, &rd, "SCRIPT", "LOAD", m.script)
+	if err != nil {
+		return "", fmt.Errorf("SCRIPT LOAD %s: %w", m.command, err)
+	}
+	if resp.Type == redcon.Error {
+		return "", fmt.Errorf("SCRIPT LOAD %s: %s", m.command, resp.Data)
+	}
+	if got := string(resp.Data); got != want {
+		return "", fmt.Errorf("SCRIPT LOAD %s: server answered %q, want SHA1 %s", m.command, resp.Raw, want)
+	}
+	return want, nil
+}
+
+// runState is shared by the workers of one run; apart from remaining it is
+// read-only once they start.
+type runState struct {
+	done     <-chan struct{}
+	start    time.Time
+	deadline time.Time     // zero: no time bound
+	interval time.Duration // open loop: per-connection batch period; 0: closed loop
+	timeout  time.Duration
+	decision bool
+
+	counted   bool         // the run has a request budget
+	remaining atomic.Int64 // requests not yet claimed
+}
+
+// claim takes up to p requests from the budget and reports how many.
+func (s *runState) claim(p int) int {
+	if !s.counted {
+		return p
+	}
+	left := s.remaining.Add(-int64(p))
+	if left >= 0 {
+		return p
+	}
+	if n := left + int64(p); n > 0 {
+		return int(n)
+	}
+	return 0
+}
+
+// worker drives one connection. Only its own goroutine touches it while the
+// run lasts, except progress, which is atomic.
+type worker struct {
+	conn     net.Conn
+	req      request
+	pipeline int
+	rng      *rand.Rand
+	keys     uint64
+	hot      float64
+
+	key       []byte // prefix, then the key's suffix
+	prefixLen int
+	hotKey    []byte
+	wbuf      []byte
+	rd        replyReader
+	hist      *hdrhistogram.Histogram
+	deadline  time.Time // the connection's current I/O deadline
+	offset    time.Duration
+	timer     *time.Timer
+
+	allowed, limited, errors, unanswered int64
+	firstErr                             string
+	err                                  error
+	end                                  time.Time
+
+	// progress is read by the progress display; padded so that workers
+	// allocated side by side do not share its cache line.
+	_        [64]byte
+	progress atomic.Int64
+	_        [56]byte
+}
+
+func newWorker(i int, c net.Conn, cfg Config, req request) *worker {
+	w := &worker{
+		conn:      c,
+		req:       req,
+		pipeline:  cfg.Pipeline,
+		rng:       rand.New(rand.NewPCG(cfg.Seed, uint64(i))),
+		keys:      uint64(cfg.Keys),
+		hot:       cfg.Hot,
+		key:       make([]byte, len(cfg.KeyPrefix), len(cfg.KeyPrefix)+24),
+		prefixLen: len(cfg.KeyPrefix),
+		hotKey:    []byte(cfg.KeyPrefix + "hot"),
+		rd:        newReplyReader(64 << 10),
+		hist:      hdrhistogram.New(histMin, histMax, histDigits),
+	}
+	copy(w.key, cfg.KeyPrefix)
+	// Room for a batch of typical requests, so steady state never grows it.
+	w.wbuf = make([]byte, 0, cfg.Pipeline*(len(req.head)+len(req.tail)+len(w.hotKey)+32))
+	return w
+}
+
+// nextKey picks the next request's key; the slice is valid until the next
+// call.
+func (w *worker) nextKey() []byte {
+	if w.hot > 0 && w.rng.Float64() < w.hot {
+		return w.hotKey
+	}
+	w.key = strconv.AppendUint(w.key[:w.prefixLen], w.rng.Uint64N(w.keys), 10)
+	return w.key
+}
+
+func (w *worker) run(st *runState) {
+	defer func() { w.end = time.Now() }()
+	if st.interval > 0 {
+		w.timer = time.NewTimer(time.Hour)
+		w.timer.Stop()
+	}
+	for batch := int64(0); ; batch++ {
+		select {
+		case <-st.done:
+			return
+		default:
+		}
+		now := time.Now()
+		sent := now
+		if st.interval > 0 {
+			// Open loop: the batch is due at its scheduled time, and its
+			// latency counts from then even if this connection is late.
+			sent = st.start.Add(w.offset + time.Duration(batch)*st.interval)
+			if !st.deadline.IsZero() && !sent.Before(st.deadline) {
+				return
+			}
+			if d := sent.Sub(now); d > 0 {
+				w.timer.Reset(d)
+				select {
+				case <-w.timer.C:
+				case <-st.done:
+					return
+				}
+				now = time.Now()
+			}
+		} else if !st.deadline.IsZero() && !now.Before(st.deadline) {
+			return
+		}
+		n := st.claim(w.pipeline)
+		if n == 0 {
+			return
+		}
+		if err := w.batch(st, n, now, sent); err != nil {
+			select {
+			case <-st.done:
+				// Cancelled: the connection was closed under us.
+			default:
+				w.err = err
+			}
+			return
+		}
+	}
+}
+
+// batch writes n requests in one write and reads their n replies. sent is
+// when the batch counts as sent (the write time, or its scheduled time in
+// open loop); now is the current time.
+func (w *worker) batch(st *runState, n int, now, sent time.Time) error {
+	w.wbuf = w.wbuf[:0]
+	for range n {
+		w.wbuf = w.req.appendTo(w.wbuf, w.nextKey())
+	}
+	// Refreshing the deadline every batch would cost a timer update per
+	// batch; once it is half used up is often enough.
+	if w.deadline.Sub(now) < st.timeout/2 {
+		w.deadline = now.Add(st.timeout)
+		if err := w.conn.SetDeadline(w.deadline); err != nil {
+			return err
+		}
+	}
+	if st.interval == 0 {
+		sent = time.Now()
+	}
+	if _, err := w.conn.Write(w.wbuf); err != nil {
+		w.unanswered += int64(n)
+		return fmt.Errorf("write: %w", err)
+	}
+	arrived := sent
+	for got := 0; got < n; {
+		resp, ok, err := w.rd.next()
+		if err != nil {
+			w.unanswered += int64(n - got)
+			return err
+		}
+		if !ok {
+			if err := w.rd.fill(w.conn); err != nil {
+				w.unanswered += int64(n - got)
+				return fmt.Errorf("read: %w", err)
+			}
+			// Every reply parsed from this read arrived at this instant.
+			arrived = time.Now()
+			continue
+		}
+		w.count(resp, st.decision)
+		lat := int64(arrived.Sub(sent))
+		if lat < histMin {
+			lat = histMin
+		} else if lat > histMax {
+			lat = histMax
+		}
+		// In range by construction, so RecordValue cannot fail (and its
+		// error path would allocate).
+		_ = w.hist.RecordValue(lat)
+		got++
+	}
+	w.progress.Add(int64(n))
+	if w.rd.buffered() > 0 {
+		return fmt.Errorf("%w: %d bytes arrived beyond the replies expected", errProtocol, w.rd.buffered())
+	}
+	return nil
+}
+
+func (w *worker) count(resp redcon.RESP, decision bool) {
+	switch classify(resp, decision) {
+	case outAllowed:
+		w.allowed++
+	case outLimited:
+		w.limited++
+	default:
+		w.errors++
+		if w.firstErr == "" {
+			w.firstErr = describeBad(resp)
+		}
+	}
+}

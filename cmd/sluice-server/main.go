@@ -1,0 +1,196 @@
+// Command sluice-server runs the Sluice rate-limit server.
+//
+// Configuration follows redis-server: an optional config file path as the
+// first argument, then --name value flags that override it, with the same
+// names in both:
+//
+//	sluice-server [/path/to/sluice.conf] [--port 6379] [--bind 127.0.0.1] ...
+//
+// With no configuration at all it listens on 127.0.0.1:6379.
+package main
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/server"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "0.1.0"
+
+type options struct {
+	port        int
+	bind        string
+	requirePass string
+	maxMemory   string
+	maxClients  int
+	shards      int
+	debug       string
+	logLevel    string
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("sluice-server", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.IntVar(&o.port, "port", 6379, "TCP port to listen on (0 picks a free port)")
+	fs.StringVar(&o.bind, "bind", "127.0.0.1", "addresses to listen on, space separated")
+	fs.StringVar(&o.requirePass, "requirepass", "", "password clients must AUTH with (empty: none)")
+	fs.StringVar(&o.maxMemory, "maxmemory", "0", "memory limit for stored state (e.g. 512mb; 0: none); past it new state gets -OOM")
+	fs.IntVar(&o.maxClients, "maxclients", 10000, "maximum concurrent connections")
+	fs.IntVar(&o.shards, "shards", 0, "number of shards, rounded up to a power of two (0: 4 x GOMAXPROCS)")
+	fs.StringVar(&o.debug, "enable-debug-command", "no", "allow DEBUG (the test clock): no, yes or local")
+	fs.StringVar(&o.logLevel, "loglevel", "notice", "debug, verbose, notice or warning")
+	return fs
+}
+
+// loadConfigFile applies "name value" lines to the flag set.
+func loadConfigFile(path string, fs *flag.FlagSet) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for line := 1; sc.Scan(); line++ {
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || strings.HasPrefix(text, "#") {
+			continue
+		}
+		name, value, _ := strings.Cut(text, " ")
+		value = strings.Trim(strings.TrimSpace(value), `"`)
+		if err := fs.Set(strings.ToLower(name), value); err != nil {
+			return fmt.Errorf("%s:%d: %s: %w", path, line, name, err)
+		}
+	}
+	return sc.Err()
+}
+
+func logLevel(name string) (slog.Level, error) {
+	switch strings.ToLower(name) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "verbose", "info":
+		return slog.LevelInfo - 1, nil
+	case "notice":
+		return slog.LevelInfo, nil
+	case "warning", "warn":
+		return slog.LevelWarn, nil
+	}
+	return 0, fmt.Errorf("unknown loglevel %q", name)
+}
+
+func debugMode(v string) (server.DebugMode, error) {
+	switch strings.ToLower(v) {
+	case "no":
+		return server.DebugNo, nil
+	case "yes":
+		return server.DebugYes, nil
+	case "local":
+		return server.DebugLocal, nil
+	}
+	return 0, fmt.Errorf("enable-debug-command must be no, yes or local, not %q", v)
+}
+
+func run(args []string, stderr io.Writer) int {
+	var o options
+	fs := newFlagSet(&o, stderr)
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		if err := loadConfigFile(args[0], fs); err != nil {
+			fmt.Fprintf(stderr, "sluice-server: config file: %v\n", err)
+			return 2
+		}
+		args = args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	level, err := logLevel(o.logLevel)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice-server: %v\n", err)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	maxMemory, err := server.ParseMemory(o.maxMemory)
+	if err != nil {
+		log.Error("bad maxmemory", "err", err)
+		return 2
+	}
+	dbg, err := debugMode(o.debug)
+	if err != nil {
+		log.Error("bad enable-debug-command", "err", err)
+		return 2
+	}
+
+	var listeners []net.Listener
+	for _, host := range strings.Fields(o.bind) {
+		ln, err := net.Listen("tcp", net.JoinHostPort(strings.TrimPrefix(host, "-"), strconv.Itoa(o.port)))
+		if err != nil {
+			log.Error("cannot listen", "bind", host, "port", o.port, "err", err)
+			return 1
+		}
+		listeners = append(listeners, ln)
+	}
+	if len(listeners) == 0 {
+		log.Error("nothing to listen on: --bind is empty")
+		return 2
+	}
+
+	eng := engine.New(engine.Config{Shards: o.shards, MaxMemory: maxMemory, Logger: log})
+	srv := server.New(server.Config{
+		RequirePass: o.requirePass,
+		MaxClients:  o.maxClients,
+		EnableDebug: dbg,
+		Version:     version,
+		Logger:      log,
+		Settings: func() map[string]string {
+			return map[string]string{"port": strconv.Itoa(o.port), "bind": o.bind, "loglevel": o.logLevel}
+		},
+	}, eng)
+
+	addrs := make([]string, len(listeners))
+	for i, ln := range listeners {
+		addrs[i] = ln.Addr().String()
+	}
+	log.Info("Sluice starting", "version", version, "addr", strings.Join(addrs, ","), "shards", eng.Shards(),
+		"maxmemory", maxMemory, "debug_command", o.debug, "auth", o.requirePass != "")
+
+	serveErr := make(chan error, len(listeners))
+	for _, ln := range listeners {
+		go func() { serveErr <- srv.Serve(ln) }()
+	}
+	log.Info("Ready to accept connections", "addr", addrs[0])
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	code := 0
+	select {
+	case s := <-sig:
+		log.Info("received signal, shutting down", "signal", s.String())
+	case err := <-serveErr:
+		log.Error("listener failed", "err", err)
+		code = 1
+	}
+	srv.Close()
+	eng.Close()
+	log.Info("Sluice is now ready to exit, bye bye...")
+	return code
+}

@@ -1,0 +1,177 @@
+package engine
+
+import (
+	"errors"
+	"strconv"
+	"sync"
+)
+
+// Op names what a Command does.
+type Op uint8
+
+// Operations. Decision ops come first so that isDecision is a range check.
+const (
+	OpNone Op = iota
+	OpThrottle
+	OpSWCheck
+	OpSLCheck
+	OpFWCheck
+	opLastDecision
+
+	OpRefund
+	OpInfo
+	OpGet
+	OpSet
+	OpIncrBy
+	OpDel    // one key; several keys go through OpMulti
+	OpExists // one key
+	OpType
+	OpTTL    // N[0] = 1 for milliseconds (PTTL)
+	OpExpire // N[0] = absolute unix ns, or relative when Flags&FlagRelative
+	OpPersist
+
+	// Multi-key and whole-keyspace ops run through the ordered-lock path.
+	OpMulti // Sub holds one single-key Command per key (DEL, EXISTS, MGET, LIMIT.RESET)
+	OpLimitAll
+	OpKeys
+	OpScan
+	OpFlushAll
+)
+
+func (o Op) isDecision() bool { return o > OpNone && o < opLastDecision }
+
+// MultiKind says how the replies of an OpMulti's sub-commands combine.
+type MultiKind uint8
+
+// How OpMulti combines replies.
+const (
+	MultiSum   MultiKind = iota // DEL, EXISTS, UNLINK, LIMIT.RESET: sum of integer replies
+	MultiArray                  // MGET: array of the sub-replies
+)
+
+// Flags modify a command.
+type Flags uint16
+
+// Command flags.
+const (
+	FlagMS       Flags = 1 << iota // decision durations in milliseconds
+	FlagNX                         // SET/EXPIRE only if absent / no expiry
+	FlagXX                         // SET/EXPIRE only if present / has expiry
+	FlagGT                         // EXPIRE only if the new expiry is later
+	FlagLT                         // EXPIRE only if the new expiry is earlier
+	FlagKeepTTL                    // SET keeps the existing expiry
+	FlagGet                        // SET replies the old value
+	FlagRelative                   // N[0] is a duration from now (EX/PX/EXPIRE), not a timestamp
+	FlagReset                      // OpDel as LIMIT.RESET: only limiter keys count
+)
+
+// Command is one parsed request. Slices alias the connection's read buffer
+// and are valid only until the batch's replies are written.
+type Command struct {
+	Op    Op
+	Flags Flags
+	Multi MultiKind
+	Key   []byte
+	Value []byte
+	// N holds the numeric arguments, by op:
+	//   OpThrottle: max_burst, count, period (ns), quantity
+	//   OpSWCheck/OpSLCheck/OpFWCheck: limit, window (ns), cost
+	//   OpRefund: amount;  OpIncrBy: delta;  OpSet: expiry (ns) if any
+	//   OpExpire: expiry;  OpScan: cursor, count;  OpTTL: 1 for PTTL
+	N   [4]int64
+	Sub []Command // OpMulti: one command per key; OpLimitAll: the limits
+	// Pattern filters OpKeys/OpScan; TypeFilter filters OpScan.
+	Pattern    []byte
+	TypeFilter []byte
+	hash       uint64
+}
+
+// ReplyKind says which fields of a Reply are set.
+type ReplyKind uint8
+
+// Reply kinds.
+const (
+	ReplyNil      ReplyKind = iota // RESP nil bulk
+	ReplyOK                        // +OK
+	ReplyInt                       // Int
+	ReplyBulk                      // Bulk (bytes) or Str (text)
+	ReplyDecision                  // Dec, the 5-field decision array
+	ReplyError                     // Err
+	ReplyArray                     // Items
+	ReplyMap                       // Items as field/value pairs (flat array in RESP2)
+	ReplyNilArray                  // RESP nil array
+	ReplyStatus                    // Str as a simple string (+...)
+)
+
+// Reply is one command's answer. Bulk aliases a batch-owned buffer and is
+// valid until the batch is reused.
+type Reply struct {
+	Kind  ReplyKind
+	Int   int64
+	Bulk  []byte
+	Str   string
+	Dec   Decision
+	MS    bool // Dec durations in milliseconds rather than seconds
+	Err   error
+	Items []Reply
+}
+
+func errReply(err error) Reply   { return Reply{Kind: ReplyError, Err: err} }
+func intReply(n int64) Reply     { return Reply{Kind: ReplyInt, Int: n} }
+func strReply(s string) Reply    { return Reply{Kind: ReplyBulk, Str: s} }
+func bulkReply(b []byte) Reply   { return Reply{Kind: ReplyBulk, Bulk: b} }
+func okReply() Reply             { return Reply{Kind: ReplyOK} }
+func formatUint(n uint64) string { return strconv.FormatUint(n, 10) }
+func nilReply() Reply            { return Reply{Kind: ReplyNil} }
+func decReply(d Decision, f Flags) Reply {
+	return Reply{Kind: ReplyDecision, Dec: d, MS: f&FlagMS != 0}
+}
+
+// Errors the engine returns. The server maps them to RESP error text.
+var (
+	ErrWrongType = errors.New("WRONGTYPE Operation against a key holding the wrong kind of value")
+	ErrOOM       = errors.New("OOM command not allowed when used memory > 'maxmemory'.")
+	ErrOverflow  = errors.New("increment or decrement would overflow")
+	// ErrLimiterExpiry: a limiter's expiry is its reset time, derived from
+	// its state; letting EXPIRE move it would hand out or withhold quota.
+	ErrLimiterExpiry = errors.New("a rate limiter key expires at its reset time; use LIMIT.RESET to forget it")
+	ErrExpireTime    = errors.New("invalid expire time")
+	ErrSameKeyTwice  = errors.New("LIMIT.ALL names the same key twice; combine the costs into one limit")
+	ErrClosed        = errors.New("server is shutting down")
+)
+
+// Batch is a pipeline's worth of commands and their replies. A connection
+// keeps one Batch and reuses it, so executing a pipeline allocates nothing
+// in steady state. Not safe for concurrent use.
+type Batch struct {
+	Cmds    []Command
+	Replies []Reply
+
+	now  int64
+	jobs []shardJob
+	used []int // shards with work in the current segment
+	wg   sync.WaitGroup
+}
+
+// Reset empties the batch for the next pipeline, keeping its capacity.
+func (b *Batch) Reset() {
+	b.Cmds = b.Cmds[:0]
+	b.Replies = b.Replies[:0]
+	for i := range b.jobs {
+		b.jobs[i].idx = b.jobs[i].idx[:0]
+		b.jobs[i].buf = b.jobs[i].buf[:0]
+	}
+}
+
+// Add appends a command slot and returns it for the caller to fill.
+func (b *Batch) Add() *Command {
+	if len(b.Cmds) < cap(b.Cmds) {
+		b.Cmds = b.Cmds[:len(b.Cmds)+1]
+		c := &b.Cmds[len(b.Cmds)-1]
+		sub := c.Sub[:0]
+		*c = Command{Sub: sub}
+		return c
+	}
+	b.Cmds = append(b.Cmds, Command{})
+	return &b.Cmds[len(b.Cmds)-1]
+}

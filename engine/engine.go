@@ -1,0 +1,326 @@
+// Package engine is Sluice's deterministic state machine: the rate-limit
+// algorithms and the Redis-subset data types, computed as
+// reply = f(stored state, command, now). It stamps each batch with one
+// reading of its Clock, routes keys to shards by hash, and runs each shard's
+// part of a batch on that shard's owner goroutine, so no table is ever
+// shared. Engine methods are safe for concurrent use; a Batch is not.
+package engine
+
+import (
+	"log/slog"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/shard"
+)
+
+// Config configures an Engine. The zero value is usable.
+type Config struct {
+	// Shards is the number of shards, rounded up to a power of two.
+	// Default: the smallest power of two >= 4 x GOMAXPROCS.
+	Shards int
+	// MaxMemory in bytes; 0 means no limit. Past it, commands that would
+	// create state fail with ErrOOM; existing state keeps working.
+	MaxMemory int64
+	// Clock supplies now. Default: NewClock(nil).
+	Clock *Clock
+	// SweepInterval is how often each shard frees expired records.
+	// Default 100ms; negative disables the background sweeper.
+	SweepInterval time.Duration
+	// SweepBudget bounds the index slots (and moved records) one sweep of
+	// one shard looks at. Default 1024.
+	SweepBudget int
+	// SweepEveryBatch sweeps a shard after every batch part it runs. It
+	// exists for tests proving that sweeping never changes an answer.
+	SweepEveryBatch bool
+	// Logger; nil discards.
+	Logger *slog.Logger
+}
+
+// Engine routes commands to shards and runs the algorithms.
+type Engine struct {
+	cfg    Config
+	clock  *Clock
+	shards []*shard.Shard
+	stats  []shardStats
+	mask   uint64
+	log    *slog.Logger
+
+	maxMemory atomic.Int64
+	closing   atomic.Bool
+	stop      chan struct{}
+	wg        sync.WaitGroup
+}
+
+// shardStats are written by one shard's owner and read by INFO; padded so
+// two owners never share a cache line.
+type shardStats struct {
+	allowed atomic.Int64
+	limited atomic.Int64
+	swept   atomic.Int64
+	_       [40]byte
+}
+
+// Stats are engine counters for INFO.
+type Stats struct {
+	Allowed, Limited, Swept int64
+	Keys                    int64
+	Memory                  int64
+}
+
+// New starts an engine and its shard owners.
+func New(cfg Config) *Engine {
+	if cfg.Shards <= 0 {
+		cfg.Shards = 4 * runtime.GOMAXPROCS(0)
+	}
+	n := 1
+	for n < cfg.Shards {
+		n *= 2
+	}
+	cfg.Shards = n
+	if cfg.Clock == nil {
+		cfg.Clock = NewClock(nil)
+	}
+	if cfg.SweepInterval == 0 {
+		cfg.SweepInterval = 100 * time.Millisecond
+	}
+	if cfg.SweepBudget <= 0 {
+		cfg.SweepBudget = 1024
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	e := &Engine{
+		cfg:    cfg,
+		clock:  cfg.Clock,
+		shards: make([]*shard.Shard, n),
+		stats:  make([]shardStats, n),
+		mask:   uint64(n - 1),
+		log:    log,
+		stop:   make(chan struct{}),
+	}
+	e.maxMemory.Store(cfg.MaxMemory)
+	for i := range e.shards {
+		e.shards[i] = shard.New(i)
+	}
+	if cfg.SweepInterval > 0 {
+		e.wg.Add(1)
+		go e.sweeper()
+	}
+	return e
+}
+
+// Close stops the sweeper and the shard owners after the work already
+// submitted. The caller must stop calling Execute first.
+func (e *Engine) Close() {
+	if e.closing.Swap(true) {
+		return
+	}
+	close(e.stop)
+	e.wg.Wait()
+	for _, s := range e.shards {
+		s.Close()
+	}
+}
+
+// Clock returns the engine's clock.
+func (e *Engine) Clock() *Clock { return e.clock }
+
+// Shards is the number of shards.
+func (e *Engine) Shards() int { return len(e.shards) }
+
+// SetMaxMemory changes the memory limit (CONFIG SET maxmemory).
+func (e *Engine) SetMaxMemory(n int64) { e.maxMemory.Store(n) }
+
+// MaxMemory is the memory limit in bytes, 0 for none.
+func (e *Engine) MaxMemory() int64 { return e.maxMemory.Load() }
+
+// UsedMemory is the bytes held by every shard's table.
+func (e *Engine) UsedMemory() int64 {
+	var n int64
+	for _, s := range e.shards {
+		n += s.MemoryUsage()
+	}
+	return n
+}
+
+// Keys is the number of stored keys, counting expired ones not yet swept
+// (as Redis's DBSIZE does).
+func (e *Engine) Keys() int64 {
+	var n int64
+	for _, s := range e.shards {
+		n += s.Keys()
+	}
+	return n
+}
+
+// Stats returns the engine's counters.
+func (e *Engine) Stats() Stats {
+	var st Stats
+	for i := range e.stats {
+		st.Allowed += e.stats[i].allowed.Load()
+		st.Limited += e.stats[i].limited.Load()
+		st.Swept += e.stats[i].swept.Load()
+	}
+	st.Keys = e.Keys()
+	st.Memory = e.UsedMemory()
+	return st
+}
+
+func (e *Engine) shardOf(h uint64) int { return int(h & e.mask) }
+
+// overMemory reports whether creating state must be refused.
+func (e *Engine) overMemory() bool {
+	limit := e.MaxMemory()
+	return limit > 0 && e.UsedMemory() >= limit
+}
+
+// Execute runs a batch's commands in order and fills b.Replies. Commands on
+// one shard run in pipeline order on its owner; a command spanning shards
+// waits for the commands before it and runs alone on the shards it needs.
+func (e *Engine) Execute(b *Batch) {
+	if cap(b.Replies) < len(b.Cmds) {
+		b.Replies = make([]Reply, len(b.Cmds), cap(b.Cmds))
+	}
+	b.Replies = b.Replies[:len(b.Cmds)]
+	if e.closing.Load() {
+		for i := range b.Replies {
+			b.Replies[i] = errReply(ErrClosed)
+		}
+		return
+	}
+	if len(b.jobs) != len(e.shards) {
+		b.jobs = make([]shardJob, len(e.shards))
+		for i := range b.jobs {
+			b.jobs[i] = shardJob{e: e, b: b, shard: i}
+		}
+	}
+	b.now = e.clock.Now()
+	for i := range b.Cmds {
+		c := &b.Cmds[i]
+		switch {
+		case c.Op >= OpMulti:
+			e.flush(b)
+			b.Replies[i] = e.executeMulti(c, b.now)
+		default:
+			c.hash = shard.Hash(c.Key)
+			s := e.shardOf(c.hash)
+			j := &b.jobs[s]
+			if len(j.idx) == 0 {
+				b.used = append(b.used, s)
+			}
+			j.idx = append(j.idx, int32(i))
+		}
+	}
+	e.flush(b)
+}
+
+// flush sends each shard its part of the current segment and waits for all.
+func (e *Engine) flush(b *Batch) {
+	if len(b.used) == 0 {
+		return
+	}
+	b.wg.Add(len(b.used))
+	for _, s := range b.used {
+		e.shards[s].Submit(&b.jobs[s])
+	}
+	b.wg.Wait()
+	for _, s := range b.used {
+		b.jobs[s].idx = b.jobs[s].idx[:0]
+	}
+	b.used = b.used[:0]
+}
+
+// shardJob is one shard's part of a batch segment.
+type shardJob struct {
+	e     *Engine
+	b     *Batch
+	shard int
+	idx   []int32
+	buf   []byte // copies of values for bulk replies
+	log   []SLEntry
+	// dryRun decides without writing: LIMIT.ALL's first phase.
+	dryRun bool
+
+	allowed, limited int64
+}
+
+// Run applies the job's commands on the shard owner.
+func (j *shardJob) Run(t *shard.Table) {
+	b := j.b
+	for _, i := range j.idx {
+		b.Replies[i] = j.apply(t, &b.Cmds[i], b.now)
+	}
+	st := &j.e.stats[j.shard]
+	if j.allowed != 0 {
+		st.allowed.Add(j.allowed)
+		j.allowed = 0
+	}
+	if j.limited != 0 {
+		st.limited.Add(j.limited)
+		j.limited = 0
+	}
+	if j.e.cfg.SweepEveryBatch {
+		st.swept.Add(int64(t.Sweep(b.now, j.e.cfg.SweepBudget)))
+	}
+	b.wg.Done()
+}
+
+// copyOut copies v into the job's buffer so the reply survives later writes
+// to the table in the same batch.
+func (j *shardJob) copyOut(v []byte) []byte {
+	start := len(j.buf)
+	j.buf = append(j.buf, v...)
+	return j.buf[start:len(j.buf):len(j.buf)]
+}
+
+func (j *shardJob) count(d Decision) {
+	if d.Limited {
+		j.limited++
+	} else {
+		j.allowed++
+	}
+}
+
+// sweepTask frees expired records on one shard.
+type sweepTask struct {
+	e       *Engine
+	shard   int
+	now     int64
+	pending atomic.Bool
+}
+
+func (s *sweepTask) Run(t *shard.Table) {
+	n := t.Sweep(s.now, s.e.cfg.SweepBudget)
+	s.e.stats[s.shard].swept.Add(int64(n))
+	s.pending.Store(false)
+}
+
+func (e *Engine) sweeper() {
+	defer e.wg.Done()
+	tasks := make([]sweepTask, len(e.shards))
+	for i := range tasks {
+		tasks[i] = sweepTask{e: e, shard: i}
+	}
+	tick := time.NewTicker(e.cfg.SweepInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-tick.C:
+		}
+		now := e.clock.Now()
+		for i := range tasks {
+			// Skip a shard whose previous sweep is still queued behind work.
+			if tasks[i].pending.Swap(true) {
+				continue
+			}
+			tasks[i].now = now
+			e.shards[i].Submit(&tasks[i])
+		}
+	}
+}

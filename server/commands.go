@@ -1,0 +1,211 @@
+package server
+
+import (
+	"sort"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// cmdFlag describes a command for dispatch, COMMAND, AUTH and OOM checks.
+type cmdFlag uint16
+
+const (
+	flagWrite    cmdFlag = 1 << iota // changes state
+	flagReadonly                     // only reads state
+	flagDenyOOM                      // may create state (refused past maxmemory)
+	flagAdmin                        // administration
+	flagFast                         // O(1)
+	flagNoAuth                       // allowed before AUTH
+	flagDecision                     // a rate-limit decision
+	flagLoading                      // allowed while loading
+	flagStale                        // allowed on a stale replica
+	flagNoScript
+)
+
+var flagNames = []struct {
+	f    cmdFlag
+	name string
+}{
+	{flagWrite, "write"}, {flagReadonly, "readonly"}, {flagDenyOOM, "denyoom"},
+	{flagAdmin, "admin"}, {flagFast, "fast"}, {flagNoAuth, "no_auth"},
+	{flagLoading, "loading"}, {flagStale, "stale"}, {flagNoScript, "noscript"},
+}
+
+// argSpec documents one argument for COMMAND DOCS.
+type argSpec struct {
+	name     string
+	typ      string // key, integer, double, string, pattern, pure-token, unix-time
+	optional bool
+	multiple bool
+}
+
+// command is one row of the command table: everything about a command
+// lives here, and COMMAND, dispatch, AUTH and OOM checks all read it.
+type command struct {
+	name     string
+	arity    int // Redis convention: >0 exact, <0 at least -arity
+	flags    cmdFlag
+	firstKey int
+	lastKey  int
+	step     int
+	group    string
+	since    string
+	summary  string
+	args     []argSpec
+	// parse fills an engine command (engine-executed commands); run
+	// executes a command on the connection (server-level commands).
+	// Exactly one is set.
+	parse func(c *engine.Command, args [][]byte) error
+	run   func(s *Server, cl *client, args [][]byte)
+}
+
+func key(name string) argSpec     { return argSpec{name: name, typ: "key"} }
+func integer(name string) argSpec { return argSpec{name: name, typ: "integer"} }
+func str(name string) argSpec     { return argSpec{name: name, typ: "string"} }
+func seconds(name string) argSpec { return argSpec{name: name, typ: "double"} }
+func opt(a argSpec) argSpec       { a.optional = true; return a }
+func many(a argSpec) argSpec      { a.multiple = true; return a }
+func token(name string) argSpec   { return argSpec{name: name, typ: "pure-token", optional: true} }
+
+const (
+	decisionFlags = flagWrite | flagDenyOOM | flagDecision | flagFast
+	groupLimit    = "rate-limit"
+)
+
+var windowArgs = []argSpec{key("key"), integer("limit"), seconds("window"), opt(integer("cost")), token("MS")}
+
+// commands is the command table, keyed by lower-case name. Read-only after
+// package initialisation.
+var commands = map[string]*command{}
+
+func init() {
+	for _, c := range commandList() {
+		commands[c.name] = c
+	}
+}
+
+func commandList() []*command {
+	return []*command{
+		// Rate-limit decisions.
+		{name: "cl.throttle", arity: -5, flags: decisionFlags, firstKey: 1, lastKey: 1, step: 1, group: groupLimit, since: "0.1.0",
+			summary: "GCRA decision, redis-cell compatible: count per period with a burst of max_burst+1.",
+			args:    []argSpec{key("key"), integer("max_burst"), integer("count"), seconds("period"), opt(integer("quantity")), token("MS")},
+			parse:   parseThrottle},
+		{name: "sw.check", arity: -4, flags: decisionFlags, firstKey: 1, lastKey: 1, step: 1, group: groupLimit, since: "0.1.0",
+			summary: "Sliding window counter decision: at most limit per window, estimated from two counters.",
+			args:    windowArgs, parse: parseWindowCheck(engine.OpSWCheck)},
+		{name: "sl.check", arity: -4, flags: decisionFlags, firstKey: 1, lastKey: 1, step: 1, group: groupLimit, since: "0.1.0",
+			summary: "Sliding log decision: exactly at most limit units in any rolling window.",
+			args:    windowArgs, parse: parseWindowCheck(engine.OpSLCheck)},
+		{name: "fw.check", arity: -4, flags: decisionFlags, firstKey: 1, lastKey: 1, step: 1, group: groupLimit, since: "0.1.0",
+			summary: "Fixed window decision: at most limit per window aligned to the epoch (bursts up to 2x at a boundary).",
+			args:    windowArgs, parse: parseWindowCheck(engine.OpFWCheck)},
+		{name: "limit.all", arity: -7, flags: flagWrite | flagDenyOOM | flagDecision, firstKey: 0, lastKey: 0, step: 0, group: groupLimit, since: "0.1.0",
+			summary: "All-or-nothing over several decisions: every limit consumes, or none does.",
+			args:    []argSpec{integer("numlimits"), many(str("limit"))},
+			parse:   parseLimitAll},
+		{name: "limit.refund", arity: 3, flags: flagWrite | flagFast, firstKey: 1, lastKey: 1, step: 1, group: groupLimit, since: "0.1.0",
+			summary: "Give units back to a live limiter (never above full); nil when the key holds no state.",
+			args:    []argSpec{key("key"), integer("amount")}, parse: parseRefund},
+		{name: "limit.reset", arity: -2, flags: flagWrite, firstKey: 1, lastKey: -1, step: 1, group: groupLimit, since: "0.1.0",
+			summary: "Forget limiter state; replies how many keys held live limiter state.",
+			args:    []argSpec{many(key("key"))}, parse: parseKeys(engine.OpDel, engine.MultiSum, engine.FlagReset)},
+		{name: "limit.info", arity: 2, flags: flagReadonly | flagFast, firstKey: 1, lastKey: 1, step: 1, group: groupLimit, since: "0.1.0",
+			summary: "Family, parameters, remaining and the stored absolute reset time of a limiter.",
+			args:    []argSpec{key("key")}, parse: parseKeyOnly(engine.OpInfo)},
+
+		// Strings.
+		{name: "get", arity: 2, flags: flagReadonly | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "string", since: "1.0.0",
+			summary: "Get the value of a key.", args: []argSpec{key("key")}, parse: parseKeyOnly(engine.OpGet)},
+		{name: "set", arity: -3, flags: flagWrite | flagDenyOOM, firstKey: 1, lastKey: 1, step: 1, group: "string", since: "1.0.0",
+			summary: "Set the string value of a key.",
+			args:    []argSpec{key("key"), str("value"), token("NX"), token("XX"), token("GET"), opt(integer("EX seconds")), opt(integer("PX milliseconds")), opt(integer("EXAT unix-time-seconds")), opt(integer("PXAT unix-time-milliseconds")), token("KEEPTTL")},
+			parse:   parseSet},
+		{name: "mget", arity: -2, flags: flagReadonly | flagFast, firstKey: 1, lastKey: -1, step: 1, group: "string", since: "1.0.0",
+			summary: "Get the values of several keys.", args: []argSpec{many(key("key"))}, parse: parseKeys(engine.OpGet, engine.MultiArray, 0)},
+		{name: "incr", arity: 2, flags: flagWrite | flagDenyOOM | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "string", since: "1.0.0",
+			summary: "Increment the integer value of a key by one.", args: []argSpec{key("key")}, parse: parseIncr(1, false)},
+		{name: "decr", arity: 2, flags: flagWrite | flagDenyOOM | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "string", since: "1.0.0",
+			summary: "Decrement the integer value of a key by one.", args: []argSpec{key("key")}, parse: parseIncr(-1, false)},
+		{name: "incrby", arity: 3, flags: flagWrite | flagDenyOOM | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "string", since: "1.0.0",
+			summary: "Increment the integer value of a key by a number.", args: []argSpec{key("key"), integer("increment")}, parse: parseIncr(1, true)},
+		{name: "decrby", arity: 3, flags: flagWrite | flagDenyOOM | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "string", since: "1.0.0",
+			summary: "Decrement the integer value of a key by a number.", args: []argSpec{key("key"), integer("decrement")}, parse: parseIncr(-1, true)},
+
+		// Keys.
+		{name: "del", arity: -2, flags: flagWrite, firstKey: 1, lastKey: -1, step: 1, group: "generic", since: "1.0.0",
+			summary: "Delete keys.", args: []argSpec{many(key("key"))}, parse: parseKeys(engine.OpDel, engine.MultiSum, 0)},
+		{name: "unlink", arity: -2, flags: flagWrite | flagFast, firstKey: 1, lastKey: -1, step: 1, group: "generic", since: "4.0.0",
+			summary: "Delete keys.", args: []argSpec{many(key("key"))}, parse: parseKeys(engine.OpDel, engine.MultiSum, 0)},
+		{name: "exists", arity: -2, flags: flagReadonly | flagFast, firstKey: 1, lastKey: -1, step: 1, group: "generic", since: "1.0.0",
+			summary: "Count how many of the keys exist.", args: []argSpec{many(key("key"))}, parse: parseKeys(engine.OpExists, engine.MultiSum, 0)},
+		{name: "type", arity: 2, flags: flagReadonly | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "generic", since: "1.0.0",
+			summary: "The type of a key: string, gcra, sliding-window, sliding-log, fixed-window or none.", args: []argSpec{key("key")}, parse: parseKeyOnly(engine.OpType)},
+		{name: "ttl", arity: 2, flags: flagReadonly | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "generic", since: "1.0.0",
+			summary: "Seconds to live; for a limiter, its reset_after.", args: []argSpec{key("key")}, parse: parseTTL(false)},
+		{name: "pttl", arity: 2, flags: flagReadonly | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "generic", since: "2.6.0",
+			summary: "Milliseconds to live; for a limiter, its reset_after.", args: []argSpec{key("key")}, parse: parseTTL(true)},
+		{name: "expire", arity: -3, flags: flagWrite | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "generic", since: "1.0.0",
+			summary: "Set a string key's time to live in seconds.", args: []argSpec{key("key"), integer("seconds"), token("NX"), token("XX"), token("GT"), token("LT")},
+			parse: parseExpire(unitSeconds, true, "expire")},
+		{name: "pexpire", arity: -3, flags: flagWrite | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "generic", since: "2.6.0",
+			summary: "Set a string key's time to live in milliseconds.", args: []argSpec{key("key"), integer("milliseconds"), token("NX"), token("XX"), token("GT"), token("LT")},
+			parse: parseExpire(unitMillis, true, "pexpire")},
+		{name: "expireat", arity: -3, flags: flagWrite | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "generic", since: "1.2.0",
+			summary: "Set a string key's expiry as a unix time in seconds.", args: []argSpec{key("key"), integer("unix-time-seconds"), token("NX"), token("XX"), token("GT"), token("LT")},
+			parse: parseExpire(unitSeconds, false, "expireat")},
+		{name: "pexpireat", arity: -3, flags: flagWrite | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "generic", since: "2.6.0",
+			summary: "Set a string key's expiry as a unix time in milliseconds.", args: []argSpec{key("key"), integer("unix-time-milliseconds"), token("NX"), token("XX"), token("GT"), token("LT")},
+			parse: parseExpire(unitMillis, false, "pexpireat")},
+		{name: "persist", arity: 2, flags: flagWrite | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "generic", since: "2.2.0",
+			summary: "Remove a string key's expiry.", args: []argSpec{key("key")}, parse: parseKeyOnly(engine.OpPersist)},
+		{name: "scan", arity: -2, flags: flagReadonly, group: "generic", since: "2.8.0",
+			summary: "Iterate the key space.", args: []argSpec{integer("cursor"), opt(str("MATCH pattern")), opt(integer("COUNT count")), opt(str("TYPE type"))},
+			parse: parseScan},
+		{name: "keys", arity: 2, flags: flagReadonly, group: "generic", since: "1.0.0",
+			summary: "All keys matching a glob pattern (O(N): prefer SCAN).", args: []argSpec{{name: "pattern", typ: "pattern"}}, parse: parseKeysPattern},
+		{name: "flushall", arity: -1, flags: flagWrite, group: "server", since: "1.0.0",
+			summary: "Remove every key.", args: []argSpec{token("ASYNC"), token("SYNC")}, parse: parseFlush},
+		{name: "flushdb", arity: -1, flags: flagWrite, group: "server", since: "1.0.0",
+			summary: "Remove every key (Sluice has one database).", args: []argSpec{token("ASYNC"), token("SYNC")}, parse: parseFlush},
+		{name: "dbsize", arity: 1, flags: flagReadonly | flagFast, group: "server", since: "1.0.0",
+			summary: "Number of keys, counting expired ones not yet swept.", run: cmdDBSize},
+
+		// Connection and server.
+		{name: "ping", arity: -1, flags: flagFast | flagStale, group: "connection", since: "1.0.0",
+			summary: "PONG, or the message.", args: []argSpec{opt(str("message"))}, run: cmdPing},
+		{name: "echo", arity: 2, flags: flagFast | flagStale, group: "connection", since: "1.0.0",
+			summary: "Echo the message.", args: []argSpec{str("message")}, run: cmdEcho},
+		{name: "quit", arity: -1, flags: flagFast | flagNoAuth | flagStale, group: "connection", since: "1.0.0",
+			summary: "Close the connection.", run: cmdQuit},
+		{name: "hello", arity: -1, flags: flagFast | flagNoAuth | flagStale, group: "connection", since: "6.0.0",
+			summary: "Handshake: protocol 2 (RESP3 answers NOPROTO), optional AUTH and SETNAME.",
+			args:    []argSpec{opt(integer("protover")), opt(str("AUTH username password")), opt(str("SETNAME clientname"))}, run: cmdHello},
+		{name: "auth", arity: -2, flags: flagFast | flagNoAuth | flagStale, group: "connection", since: "1.0.0",
+			summary: "Authenticate with requirepass.", args: []argSpec{opt(str("username")), str("password")}, run: cmdAuth},
+		{name: "select", arity: 2, flags: flagFast | flagStale, group: "connection", since: "1.0.0",
+			summary: "Select database 0 (the only one).", args: []argSpec{integer("index")}, run: cmdSelect},
+		{name: "client", arity: -2, flags: flagStale, group: "connection", since: "2.4.0",
+			summary: "CLIENT SETNAME|GETNAME|ID|SETINFO|LIST|INFO.", args: []argSpec{str("subcommand"), opt(many(str("arg")))}, run: cmdClient},
+		{name: "command", arity: -1, flags: flagStale, group: "server", since: "2.8.13",
+			summary: "COMMAND, COMMAND COUNT|INFO|DOCS|LIST.", args: []argSpec{opt(str("subcommand")), opt(many(str("arg")))}, run: cmdCommand},
+		{name: "info", arity: -1, flags: flagStale, group: "server", since: "1.0.0",
+			summary: "Server information: server, clients, memory, stats, keyspace.", args: []argSpec{opt(many(str("section")))}, run: cmdInfo},
+		{name: "config", arity: -2, flags: flagAdmin | flagStale, group: "server", since: "2.0.0",
+			summary: "CONFIG GET pattern / CONFIG SET parameter value / CONFIG RESETSTAT.", args: []argSpec{str("subcommand"), opt(many(str("arg")))}, run: cmdConfig},
+		{name: "time", arity: 1, flags: flagFast | flagStale, group: "server", since: "2.6.0",
+			summary: "The server clock: unix seconds and microseconds.", run: cmdTime},
+		{name: "debug", arity: -2, flags: flagAdmin, group: "server", since: "1.0.0",
+			summary: "DEBUG CLOCK SET unix_ms|ADVANCE ms|GET|REAL (needs --enable-debug-command).", args: []argSpec{str("subcommand"), opt(many(str("arg")))}, run: cmdDebug},
+	}
+}
+
+// sortedCommands lists the table in name order for COMMAND replies.
+func sortedCommands() []*command {
+	list := make([]*command, 0, len(commands))
+	for _, c := range commands {
+		list = append(list, c)
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].name < list[j].name })
+	return list
+}

@@ -1,0 +1,356 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/tidwall/redcon"
+)
+
+const (
+	initialReadBuffer = 16 << 10
+	flushThreshold    = 64 << 10 // write replies out mid-pipeline past this
+)
+
+var (
+	errProtoBulk    = errors.New("Protocol error: invalid bulk length")
+	errProtoRequest = errors.New("Protocol error: too big request")
+)
+
+// client is one connection. Only its goroutine touches it, except for the
+// fields under mu, which CLIENT LIST reads from other connections.
+type client struct {
+	s       *Server
+	nc      net.Conn
+	id      int64
+	addr    string
+	local   bool
+	created time.Time
+
+	mu      sync.Mutex
+	name    string
+	libName string
+	libVer  string
+	lastCmd string
+
+	authed bool
+	quit   bool
+
+	rbuf       []byte
+	start, end int
+	args       [][]byte
+	out        []byte
+	batch      engine.Batch
+	slots      []slot
+}
+
+// slot is one reply owed, in pipeline order: an engine reply, or an error
+// found while parsing.
+type slot struct {
+	idx int32
+	err error
+}
+
+func newClient(s *Server, nc net.Conn) *client {
+	cl := &client{
+		s:       s,
+		nc:      nc,
+		id:      s.nextID.Add(1),
+		addr:    nc.RemoteAddr().String(),
+		created: time.Now(),
+		rbuf:    make([]byte, initialReadBuffer),
+		args:    make([][]byte, 256),
+	}
+	if tcp, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
+		cl.local = tcp.IP.IsLoopback()
+	}
+	cl.authed = *s.requirePass.Load() == ""
+	return cl
+}
+
+// interrupt wakes a connection blocked in Read so that it notices Close.
+func (c *client) interrupt() { c.nc.SetReadDeadline(time.Now()) }
+
+func (c *client) serve() {
+	defer c.nc.Close()
+	defer func() {
+		// Nothing a client sends may take the server down; a bug that
+		// panics here closes this connection only.
+		if r := recover(); r != nil {
+			c.s.log.Error("connection handler panicked; closing the connection", "client", c.addr, "panic", fmt.Sprint(r))
+		}
+	}()
+	for !c.quit {
+		if c.end == len(c.rbuf) {
+			if !c.makeRoom() {
+				c.writeError(errProtoRequest)
+				c.flushOut()
+				return
+			}
+		}
+		n, err := c.nc.Read(c.rbuf[c.end:])
+		c.end += n
+		if n > 0 {
+			c.process()
+			c.flushOut()
+		}
+		if err != nil || c.s.isClosing() {
+			return
+		}
+	}
+}
+
+// makeRoom frees or adds buffer space for an unfinished request.
+func (c *client) makeRoom() bool {
+	if c.start > 0 {
+		c.end = copy(c.rbuf, c.rbuf[c.start:c.end])
+		c.start = 0
+		return true
+	}
+	if len(c.rbuf) >= c.s.cfg.ProtoMaxBulkLen+64<<10 {
+		return false
+	}
+	grown := make([]byte, min(2*len(c.rbuf), c.s.cfg.ProtoMaxBulkLen+64<<10))
+	copy(grown, c.rbuf[:c.end])
+	c.rbuf = grown
+	return true
+}
+
+// nextCommand parses one command from packet. redcon's parser can index out
+// of range on absurd bulk lengths; that is a protocol error, not a crash.
+func nextCommand(packet []byte, argsbuf [][]byte) (complete bool, args [][]byte, leftover []byte, err error) {
+	defer func() {
+		if recover() != nil {
+			complete, args, leftover, err = false, nil, nil, errProtoBulk
+		}
+	}()
+	if len(packet) > 0 && packet[0] == '$' {
+		// redcon reads '$' as tile38's native protocol; Redis has none.
+		return false, nil, nil, errProtoBulk
+	}
+	complete, args, _, leftover, err = redcon.ReadNextCommand(packet, argsbuf)
+	return complete, args, leftover, err
+}
+
+// process runs every complete command in the read buffer as one pipeline.
+func (c *client) process() {
+	packet := c.rbuf[c.start:c.end]
+	used := 0
+	count := 0
+	for len(packet) > 0 && !c.quit {
+		complete, args, leftover, err := nextCommand(packet, c.args[used:])
+		if err != nil {
+			c.flushBatch()
+			msg := err.Error()
+			if !strings.HasPrefix(msg, "Protocol error") {
+				msg = "Protocol error: " + msg
+			}
+			c.writeError(errors.New(msg))
+			c.quit = true // Redis closes the connection after a protocol error
+			break
+		}
+		if !complete {
+			break
+		}
+		packet = leftover
+		if len(args) > 0 && len(c.args) > used && &args[0] == &c.args[used] {
+			used += len(args)
+		}
+		if len(args) == 0 {
+			continue
+		}
+		count++
+		c.dispatch(args)
+		if len(c.batch.Cmds) >= c.s.cfg.MaxPipeline {
+			c.flushBatch()
+		}
+	}
+	c.flushBatch()
+	c.s.commandsN.Add(int64(count))
+	c.start = c.end - len(packet)
+	if c.start == c.end {
+		c.start, c.end = 0, 0
+	}
+	if used > len(c.args)/2 && len(c.args) < 1<<16 {
+		c.args = make([][]byte, 2*len(c.args))
+	}
+}
+
+// dispatch looks a command up, checks arity and AUTH, and either parses it
+// into the pending engine batch or runs it on the connection.
+func (c *client) dispatch(args [][]byte) {
+	var lower [32]byte
+	name := args[0]
+	if len(name) <= len(lower) {
+		for i, ch := range name {
+			if 'A' <= ch && ch <= 'Z' {
+				ch += 'a' - 'A'
+			}
+			lower[i] = ch
+		}
+		name = lower[:len(name)]
+	}
+	cmd := commands[string(name)]
+	if cmd == nil {
+		c.replyError(unknownCommand(args))
+		return
+	}
+	if (cmd.arity > 0 && len(args) != cmd.arity) || (cmd.arity < 0 && len(args) < -cmd.arity) {
+		c.replyError(fmt.Errorf("wrong number of arguments for '%s' command", cmd.name))
+		return
+	}
+	if !c.authed && cmd.flags&flagNoAuth == 0 {
+		c.replyError(errNoAuth)
+		return
+	}
+	if cmd.parse == nil {
+		c.flushBatch() // server-level commands see every earlier command done
+		c.setLastCmd(cmd.name)
+		cmd.run(c.s, c, args)
+		return
+	}
+	ec := c.batch.Add()
+	if err := cmd.parse(ec, args); err != nil {
+		c.batch.Cmds = c.batch.Cmds[:len(c.batch.Cmds)-1]
+		c.replyError(err)
+		return
+	}
+	c.slots = append(c.slots, slot{idx: int32(len(c.batch.Cmds) - 1)})
+}
+
+func unknownCommand(args [][]byte) error {
+	var b strings.Builder
+	name := string(args[0])
+	if len(name) > 128 {
+		name = name[:128]
+	}
+	fmt.Fprintf(&b, "unknown command '%s', with args beginning with: ", name)
+	for i, a := range args[1:] {
+		if i == 16 {
+			break
+		}
+		s := string(a)
+		if len(s) > 128 {
+			s = s[:128]
+		}
+		fmt.Fprintf(&b, "'%s' ", s)
+	}
+	return errors.New(b.String())
+}
+
+// replyError owes an error reply in pipeline order.
+func (c *client) replyError(err error) {
+	if len(c.slots) == 0 {
+		c.writeError(err)
+		return
+	}
+	c.slots = append(c.slots, slot{idx: -1, err: err})
+}
+
+// flushBatch executes the pending engine commands and writes every owed
+// reply in order.
+func (c *client) flushBatch() {
+	if len(c.slots) == 0 {
+		return
+	}
+	if len(c.batch.Cmds) > 0 {
+		c.s.backend.Execute(&c.batch)
+	}
+	for _, sl := range c.slots {
+		if sl.idx < 0 {
+			c.writeError(sl.err)
+			continue
+		}
+		c.writeReply(&c.batch.Replies[sl.idx])
+	}
+	c.slots = c.slots[:0]
+	c.batch.Reset()
+	if len(c.out) > flushThreshold {
+		c.flushOut()
+	}
+}
+
+func (c *client) flushOut() {
+	if len(c.out) == 0 {
+		return
+	}
+	if _, err := c.nc.Write(c.out); err != nil {
+		c.quit = true
+	}
+	if cap(c.out) > 1<<20 {
+		c.out = nil
+	} else {
+		c.out = c.out[:0]
+	}
+}
+
+func (c *client) setLastCmd(name string) {
+	c.mu.Lock()
+	c.lastCmd = name
+	c.mu.Unlock()
+}
+
+// Reply writers: RESP2 through redcon's encoders.
+
+func (c *client) writeError(err error) { c.out = redcon.AppendError(c.out, errorText(err)) }
+func (c *client) writeOK()             { c.out = redcon.AppendOK(c.out) }
+func (c *client) writeInt(n int64)     { c.out = redcon.AppendInt(c.out, n) }
+func (c *client) writeBulk(b []byte)   { c.out = redcon.AppendBulk(c.out, b) }
+func (c *client) writeBulkString(s string) {
+	c.out = redcon.AppendBulkString(c.out, s)
+}
+func (c *client) writeStatus(s string) { c.out = redcon.AppendString(c.out, s) }
+func (c *client) writeArray(n int)     { c.out = redcon.AppendArray(c.out, n) }
+func (c *client) writeNil()            { c.out = redcon.AppendNull(c.out) }
+
+func (c *client) writeReply(r *engine.Reply) {
+	switch r.Kind {
+	case engine.ReplyNil:
+		c.writeNil()
+	case engine.ReplyOK:
+		c.writeOK()
+	case engine.ReplyInt:
+		c.writeInt(r.Int)
+	case engine.ReplyBulk:
+		if r.Bulk != nil {
+			c.writeBulk(r.Bulk)
+		} else {
+			c.writeBulkString(r.Str)
+		}
+	case engine.ReplyStatus:
+		c.writeStatus(r.Str)
+	case engine.ReplyDecision:
+		d := &r.Dec
+		round := engine.SecondsRoundedUp
+		if r.MS {
+			round = engine.MillisRoundedUp
+		}
+		limited := int64(0)
+		if d.Limited {
+			limited = 1
+		}
+		c.writeArray(5)
+		c.writeInt(limited)
+		c.writeInt(d.Limit)
+		c.writeInt(d.Remaining)
+		c.writeInt(round(d.RetryAfter))
+		c.writeInt(round(d.ResetAfter))
+	case engine.ReplyError:
+		c.writeError(r.Err)
+	case engine.ReplyArray, engine.ReplyMap:
+		c.writeArray(len(r.Items))
+		for i := range r.Items {
+			c.writeReply(&r.Items[i])
+		}
+	case engine.ReplyNilArray:
+		c.out = append(c.out, "*-1\r\n"...)
+	default:
+		c.writeError(errors.New("internal error: reply kind " + strconv.Itoa(int(r.Kind))))
+	}
+}

@@ -1,0 +1,72 @@
+// Package shard owns Sluice's key space storage. A Shard is one goroutine
+// that owns one Table; every read and write of that table runs on that
+// goroutine, as a Task sent to it, so the table needs no locks. Keys are
+// striped over shards by their xxhash (Hash), and the table keeps keys and
+// state in pointer-free pages so the garbage collector has nothing to scan.
+package shard
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// Task is work that runs on a shard's owner goroutine with exclusive access
+// to its table. Run must not keep t after it returns.
+type Task interface {
+	Run(t *Table)
+}
+
+// Shard is one owner goroutine and its table.
+type Shard struct {
+	id    int
+	inbox chan Task
+	table *Table
+	done  sync.WaitGroup
+
+	// memory mirrors table.MemoryUsage() for readers on other goroutines
+	// (INFO, maxmemory checks); only the owner stores it.
+	memory atomic.Int64
+	keys   atomic.Int64
+}
+
+// New starts a shard's owner goroutine.
+func New(id int) *Shard {
+	s := &Shard{id: id, inbox: make(chan Task, 256), table: NewTable()}
+	s.publish()
+	s.done.Add(1)
+	go s.loop()
+	return s
+}
+
+// ID is the shard's index.
+func (s *Shard) ID() int { return s.id }
+
+// Submit queues a task for the owner. It blocks while the inbox is full.
+func (s *Shard) Submit(t Task) { s.inbox <- t }
+
+// Close stops the owner after it has run every task already submitted, and
+// waits for it. No task may be submitted after Close.
+func (s *Shard) Close() {
+	close(s.inbox)
+	s.done.Wait()
+}
+
+// MemoryUsage is the table's memory as of the last task that ran.
+func (s *Shard) MemoryUsage() int64 { return s.memory.Load() }
+
+// Keys is the table's record count (including expired, unswept ones) as of
+// the last task that ran.
+func (s *Shard) Keys() int64 { return s.keys.Load() }
+
+func (s *Shard) loop() {
+	defer s.done.Done()
+	for task := range s.inbox {
+		task.Run(s.table)
+		s.publish()
+	}
+}
+
+func (s *Shard) publish() {
+	s.memory.Store(int64(s.table.MemoryUsage()))
+	s.keys.Store(int64(s.table.count))
+}
