@@ -244,6 +244,8 @@ type shardJob struct {
 	log   []SLEntry
 	// dryRun decides without writing: LIMIT.ALL's first phase.
 	dryRun bool
+	// committing is LIMIT.ALL's second phase, already cleared to create.
+	committing bool
 
 	allowed, limited int64
 }

@@ -37,10 +37,20 @@ func lookup(t *shard.Table, c *Command, now int64, kind shard.Kind) (shard.Entry
 // create inserts a new record unless memory is past maxmemory: live state
 // is never evicted, so new state is what gets refused.
 func (j *shardJob) create(t *shard.Table, c *Command, kind shard.Kind, expireAt int64, payload int) (shard.Entry, error) {
-	if j.e.overMemory() {
+	// LIMIT.ALL's commit phase was already cleared by its dry run; failing
+	// now would apply the limits in part.
+	if !j.committing && j.e.overMemory() {
 		return shard.Entry{}, ErrOOM
 	}
 	return t.Insert(c.Key, c.hash, kind, expireAt, payload)
+}
+
+// dryRunCreate reports, in a dry run, the error creating state would meet.
+func (j *shardJob) dryRunCreate(creates bool) error {
+	if j.dryRun && creates && j.e.overMemory() {
+		return ErrOOM
+	}
+	return nil
 }
 
 func (j *shardJob) throttle(t *shard.Table, c *Command, now int64) Reply {
@@ -54,6 +64,9 @@ func (j *shardJob) throttle(t *shard.Table, c *Command, now int64) Reply {
 		tat = t.ExpireAt(e)
 	}
 	newTAT, write, d := GCRADecide(tat, ok, p, c.N[3], now)
+	if err := j.dryRunCreate(write && !ok); err != nil {
+		return errReply(err)
+	}
 	if write && !j.dryRun {
 		if !ok {
 			if e, err = j.create(t, c, shard.KindGCRA, newTAT, gcraPayload); err != nil {
@@ -102,6 +115,9 @@ func (j *shardJob) slidingWindow(t *shard.Table, c *Command, now int64) Reply {
 		ok = stored.Window == p.Window
 	}
 	next, resetAt, write, d := SWDecide(s, ok, p, c.N[2], now)
+	if err := j.dryRunCreate(write && e.Payload == nil); err != nil {
+		return errReply(err)
+	}
 	if write && !j.dryRun {
 		if e.Payload == nil {
 			if e, err = j.create(t, c, shard.KindSlidingWindow, resetAt, swPayload); err != nil {
@@ -137,6 +153,9 @@ func (j *shardJob) fixedWindow(t *shard.Table, c *Command, now int64) Reply {
 		ok = stored.Window == p.Window
 	}
 	next, resetAt, write, d := FWDecide(s, ok, p, c.N[2], now)
+	if err := j.dryRunCreate(write && e.Payload == nil); err != nil {
+		return errReply(err)
+	}
 	if write && !j.dryRun {
 		if e.Payload == nil {
 			if e, err = j.create(t, c, shard.KindFixedWindow, resetAt, fwPayload); err != nil {
@@ -196,6 +215,9 @@ func (j *shardJob) slidingLog(t *shard.Table, c *Command, now int64) Reply {
 		}
 	}
 	expired, admit, resetAt, d := SLDecide(entries, p, c.N[2], now)
+	if err := j.dryRunCreate(admit && !ok); err != nil {
+		return errReply(err)
+	}
 	if admit && !j.dryRun {
 		entries = entries[expired:]
 		if n := len(entries); n > 0 && entries[n-1].At == now {

@@ -166,7 +166,7 @@ func (e *Engine) limitAll(c *Command, now int64) Reply {
 			return
 		}
 		j := jobs[s]
-		j.dryRun = false
+		j.dryRun, j.committing = false, true
 		for i := range c.Sub {
 			if e.shardOf(c.Sub[i].hash) == s {
 				replies[i] = j.apply(t, &c.Sub[i], now)

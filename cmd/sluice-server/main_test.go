@@ -1,0 +1,152 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// requireRedisCLI finds redis-cli; under CI its absence is a failure, since
+// CI installs it.
+func requireRedisCLI(t *testing.T) string {
+	t.Helper()
+	path, err := exec.LookPath("redis-cli")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("redis-cli is required under CI: %v", err)
+		}
+		t.Skip("redis-cli not installed")
+	}
+	return path
+}
+
+// startBinary builds sluice-server, starts it on a free port and returns
+// its address once it logs that it is ready.
+func startBinary(t *testing.T, args ...string) (addr string, cmd *exec.Cmd) {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "sluice-server")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	cmd = exec.Command(bin, append([]string{"--port", "0"}, args...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	ready := make(chan string, 1)
+	go func() {
+		re := regexp.MustCompile(`msg="Ready to accept connections" addr=(\S+)`)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			t.Log(sc.Text())
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				ready <- m[1]
+			}
+		}
+	}()
+	select {
+	case addr = <-ready:
+	case <-time.After(30 * time.Second):
+		t.Fatal("sluice-server did not log its ready line")
+	}
+	return addr, cmd
+}
+
+// TestBinaryWithRedisCLI drives the real binary with redis-cli and stops it
+// with SIGTERM.
+func TestBinaryWithRedisCLI(t *testing.T) {
+	cli := requireRedisCLI(t)
+	addr, cmd := startBinary(t, "--enable-debug-command", "local", "--requirepass", "pw")
+	host, port, _ := strings.Cut(addr, ":")
+	run := func(args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		full := append([]string{"-h", host, "-p", port, "-a", "pw", "--no-auth-warning"}, args...)
+		out, err := exec.CommandContext(ctx, cli, full...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("redis-cli %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	// Freeze the clock a little ahead: the server has already used now.
+	ms, err := strconv.ParseInt(run("DEBUG", "CLOCK", "GET"), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := strconv.FormatInt(ms+1000, 10)
+	transcript := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"PING"}, "PONG"},
+		{[]string{"DEBUG", "CLOCK", "SET", base}, "OK"},
+		{[]string{"CL.THROTTLE", "user:42", "4", "1", "1"}, "0\n5\n4\n-1\n1"},
+		{[]string{"CL.THROTTLE", "user:42", "4", "1", "1", "5"}, "1\n5\n4\n1\n1"},
+		{[]string{"SW.CHECK", "ip:1", "100", "60", "0"}, "0\n100\n100\n-1\n0"},
+		{[]string{"TYPE", "user:42"}, "gcra"},
+		{[]string{"GET", "user:42"}, "WRONGTYPE Operation against a key holding the wrong kind of value"},
+		{[]string{"CL.THROTTLE", "user:42", "-1", "1", "1"}, "ERR invalid max_burst '-1': must not be negative"},
+		{[]string{"DBSIZE"}, "1"},
+	}
+	for _, step := range transcript {
+		if got := run(step.args...); got != step.want {
+			t.Fatalf("redis-cli %v:\n got %q\nwant %q", step.args, got, step.want)
+		}
+	}
+	// Without the password every command is refused.
+	out, _ := exec.Command(cli, "-h", host, "-p", port, "PING").CombinedOutput()
+	if !strings.Contains(string(out), "NOAUTH") {
+		t.Fatalf("PING without AUTH: %q", out)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var exit *exec.ExitError
+		if errors.As(err, &exit) || err != nil {
+			t.Fatalf("sluice-server after SIGTERM: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("sluice-server did not exit after SIGTERM")
+	}
+}
+
+func TestConfigFileAndFlags(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "sluice.conf")
+	os.WriteFile(conf, []byte("# a comment\nport 7777\nmaxmemory 10mb\nshards 3\nenable-debug-command yes\n"), 0o644)
+	var o options
+	fs := newFlagSet(&o, os.Stderr)
+	if err := loadConfigFile(conf, fs); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.Parse([]string{"--port", "0", "--loglevel", "warning"}); err != nil {
+		t.Fatal(err)
+	}
+	if o.port != 0 || o.maxMemory != "10mb" || o.shards != 3 || o.debug != "yes" || o.logLevel != "warning" {
+		t.Fatalf("config file then flags: %+v", o)
+	}
+	os.WriteFile(conf, []byte("nosuch 1\n"), 0o644)
+	if err := loadConfigFile(conf, newFlagSet(&o, &strings.Builder{})); err == nil {
+		t.Fatal("an unknown directive was accepted")
+	}
+}
