@@ -13,7 +13,8 @@ import (
 
 // WriteTable prints results as one aligned table, then one line per family
 // measured on both a Sluice and a Redis target giving their throughput
-// ratio, then the first error of each run that had any.
+// ratio, then the first error of each run that had any. The errors column
+// reads "E+L lost" when L requests were sent but never answered.
 func WriteTable(w io.Writer, results []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "target\tmode\tconns\tpipeline\trequests\tdecisions/s\tallowed\tlimited\terrors\tp50\tp90\tp99\tp99.9\tmax\t")

@@ -375,7 +375,9 @@ func (w *worker) run(st *runState) {
 			// Open loop: the batch is due at its scheduled time, and its
 			// latency counts from then even if this connection is late.
 			sent = st.start.Add(w.offset + time.Duration(batch)*st.interval)
-			if !st.deadline.IsZero() && !sent.Before(st.deadline) {
+			// A connection that has fallen behind its schedule stops at the
+			// deadline too: the run stays bounded by Duration.
+			if !st.deadline.IsZero() && (!sent.Before(st.deadline) || !now.Before(st.deadline)) {
 				return
 			}
 			if d := sent.Sub(now); d > 0 {

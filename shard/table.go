@@ -117,18 +117,32 @@ func (t *Table) record(ref uint32) []byte {
 	return t.pages[ref>>offsetBits].buf[ref&(maxPageSize-1):]
 }
 
+// uvarint decodes a length; lengths under 128 (nearly all keys and
+// payloads) take the one-byte fast path.
+func uvarint(b []byte) (int, int) {
+	if b[0] < 0x80 {
+		return int(b[0]), 1
+	}
+	v, n := binary.Uvarint(b)
+	return int(v), n
+}
+
+// recordKey returns a record's key and the offset just past it.
+func recordKey(rec []byte) ([]byte, int) {
+	kl, n := uvarint(rec[recordFixed:])
+	p := recordFixed + n
+	return rec[p : p+kl], p + kl
+}
+
 // parse splits a record into its parts and its total size.
 func parse(rec []byte) (kind Kind, expireAt int64, key, payload []byte, size int) {
 	kind = Kind(rec[0])
 	expireAt = int64(binary.LittleEndian.Uint64(rec[1:9]))
-	kl, n := binary.Uvarint(rec[recordFixed:])
-	p := recordFixed + n
-	key = rec[p : p+int(kl)]
-	p += int(kl)
-	pl, n := binary.Uvarint(rec[p:])
+	key, p := recordKey(rec)
+	pl, n := uvarint(rec[p:])
 	p += n
-	payload = rec[p : p+int(pl) : p+int(pl)]
-	return kind, expireAt, key, payload, p + int(pl)
+	payload = rec[p : p+pl : p+pl]
+	return kind, expireAt, key, payload, p + pl
 }
 
 func recordSize(keyLen, payloadLen int) int {
@@ -146,9 +160,7 @@ func (t *Table) find(key []byte, h uint64) int {
 		case 0:
 			return -1
 		case tag:
-			rec := t.record(t.refs[i])
-			_, _, k, _, _ := parse(rec)
-			if string(k) == string(key) {
+			if k, _ := recordKey(t.record(t.refs[i])); string(k) == string(key) {
 				return i
 			}
 		}

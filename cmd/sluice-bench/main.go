@@ -74,6 +74,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var o options
 	fs := flag.NewFlagSet("sluice-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage: sluice-bench [flags]
+
+Loads Sluice and/or a real Redis with the same workload and prints one table.
+Load goes to loopback only. Each family in -t runs on every target in that
+server's own terms (gcra: CL.THROTTLE on Sluice, the GCRA Lua script on Redis).
+
+Example:
+  sluice-bench --start-sluice ./sluice-server --sluice-cpu 0 \
+      --start-redis --redis-cpu 0 --cpu 1 -t gcra,incr -c 50 -P 16 -d 5s
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
 	fs.StringVar(&o.host, "h", "127.0.0.1", "target host for -t modes run as named (used when no --redis-*/--sluice-* target is given, or when -h/-p is set)")
 	fs.IntVar(&o.port, "p", 6379, "target port for -h")
 	fs.IntVar(&o.conns, "c", 50, "connections per run")
