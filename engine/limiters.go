@@ -25,13 +25,25 @@ const (
 func getI(b []byte, i int) int64    { return int64(binary.LittleEndian.Uint64(b[8*i:])) }
 func putI(b []byte, i int, v int64) { binary.LittleEndian.PutUint64(b[8*i:], uint64(v)) }
 
-// lookup finds the live record for c's key and checks its kind.
-func lookup(t *shard.Table, c *Command, now int64, kind shard.Kind) (shard.Entry, bool, error) {
-	e, ok := t.Get(c.Key, c.hash, now)
-	if ok && e.Kind != kind {
+// lookup finds the live record for c's key and checks its kind. ok is
+// false when there is no live state; e may then still hold an expired
+// record of the same kind, which the caller overwrites in place instead of
+// deleting it and inserting anew (limiters with short periods expire and
+// come back constantly).
+func lookup(t *shard.Table, c *Command, now int64, kind shard.Kind) (e shard.Entry, ok bool, err error) {
+	e, found, live := t.Lookup(c.Key, c.hash, now)
+	switch {
+	case !found:
+		return shard.Entry{}, false, nil
+	case !live && e.Kind != kind:
+		t.Delete(e)
+		return shard.Entry{}, false, nil
+	case !live:
+		return e, false, nil
+	case e.Kind != kind:
 		return e, false, ErrWrongType
 	}
-	return e, ok, nil
+	return e, true, nil
 }
 
 // create inserts a new record unless memory is past maxmemory: live state
@@ -64,11 +76,11 @@ func (j *shardJob) throttle(t *shard.Table, c *Command, now int64) Reply {
 		tat = t.ExpireAt(e)
 	}
 	newTAT, write, d := GCRADecide(tat, ok, p, c.N[3], now)
-	if err := j.dryRunCreate(write && !ok); err != nil {
+	if err := j.dryRunCreate(write && e.Payload == nil); err != nil {
 		return errReply(err)
 	}
 	if write && !j.dryRun {
-		if !ok {
+		if e.Payload == nil {
 			if e, err = j.create(t, c, shard.KindGCRA, newTAT, gcraPayload); err != nil {
 				return errReply(err)
 			}
@@ -215,7 +227,7 @@ func (j *shardJob) slidingLog(t *shard.Table, c *Command, now int64) Reply {
 		}
 	}
 	expired, admit, resetAt, d := SLDecide(entries, p, c.N[2], now)
-	if err := j.dryRunCreate(admit && !ok); err != nil {
+	if err := j.dryRunCreate(admit && e.Payload == nil); err != nil {
 		return errReply(err)
 	}
 	if admit && !j.dryRun {
@@ -225,14 +237,15 @@ func (j *shardJob) slidingLog(t *shard.Table, c *Command, now int64) Reply {
 		} else {
 			entries = append(entries, SLEntry{At: now, N: c.N[2]})
 		}
-		if !ok {
+		created := e.Payload == nil
+		if created {
 			e, err = j.create(t, c, shard.KindSlidingLog, resetAt, 0)
 		}
 		if err == nil {
 			e, err = storeLog(t, e, p, entries)
 		}
 		if err != nil {
-			if !ok && e.Payload != nil {
+			if created && e.Payload != nil {
 				t.Delete(e)
 			}
 			return errReply(err)

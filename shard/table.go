@@ -193,6 +193,19 @@ func (t *Table) Get(key []byte, h uint64, now int64) (Entry, bool) {
 	return Entry{slot: slot, Kind: kind, Key: k, Payload: payload}, true
 }
 
+// Lookup is Get for callers that can reuse an expired record in place: it
+// returns the record whether or not it has expired, and live reports which.
+// An expired record must be treated as absent; overwriting its payload and
+// expiry (same kind, same size) revives it without a delete and an insert.
+func (t *Table) Lookup(key []byte, h uint64, now int64) (e Entry, found, live bool) {
+	slot := t.find(key, h)
+	if slot < 0 {
+		return Entry{}, false, false
+	}
+	kind, exp, k, payload, _ := parse(t.record(t.refs[slot]))
+	return Entry{slot: slot, Kind: kind, Key: k, Payload: payload}, true, exp == 0 || exp > now
+}
+
 // Insert stores a new record for key with a zeroed payload of payloadLen
 // bytes and returns it. Any previous record for key is replaced.
 func (t *Table) Insert(key []byte, h uint64, kind Kind, expireAt int64, payloadLen int) (Entry, error) {
