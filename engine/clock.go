@@ -47,6 +47,14 @@ func (c *Clock) Now() int64 {
 	return t
 }
 
+// Observe makes sure no later reading is earlier than t: replaying a
+// journal or loading a snapshot carries the old process's time forward.
+func (c *Clock) Observe(t int64) {
+	c.mu.Lock()
+	c.last = max(c.last, t)
+	c.mu.Unlock()
+}
+
 // Set freezes the clock at t.
 func (c *Clock) Set(t int64) error {
 	c.mu.Lock()

@@ -148,7 +148,11 @@ type Batch struct {
 	Replies []Reply
 
 	now  int64
-	jobs []shardJob
+	// replaying marks a batch rebuilt from the journal: it bypasses
+	// maxmemory and is not journaled again.
+	replaying bool
+	durable   uint64 // highest journal seq to wait for
+	jobs      []shardJob
 	used []int // shards with work in the current segment
 	wg   sync.WaitGroup
 }

@@ -35,6 +35,12 @@ type Config struct {
 	// SweepEveryBatch sweeps a shard after every batch part it runs. It
 	// exists for tests proving that sweeping never changes an answer.
 	SweepEveryBatch bool
+	// Journal, when set, receives every state-changing command (the
+	// append-only log). It can also be attached later with SetJournal.
+	Journal Journal
+	// WaitDurable makes Execute wait until the batch's journal records are
+	// durable (appendfsync always) before returning.
+	WaitDurable bool
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -50,6 +56,13 @@ type Engine struct {
 
 	maxMemory atomic.Int64
 	closing   atomic.Bool
+
+	journal     Journal
+	waitDurable bool
+	journalSeq  atomic.Uint64
+	// bigOps keeps FLUSHALL out of a snapshot in progress, so a FLUSHALL
+	// record is either wholly before or wholly after every shard's copy.
+	bigOps sync.Mutex
 	stop      chan struct{}
 	wg        sync.WaitGroup
 }
@@ -103,6 +116,7 @@ func New(cfg Config) *Engine {
 		stop:   make(chan struct{}),
 	}
 	e.maxMemory.Store(cfg.MaxMemory)
+	e.journal, e.waitDurable = cfg.Journal, cfg.WaitDurable
 	for i := range e.shards {
 		e.shards[i] = shard.New(i)
 	}
@@ -178,10 +192,32 @@ func (e *Engine) overMemory() bool {
 	return limit > 0 && e.UsedMemory() >= limit
 }
 
+// SetJournal attaches the journal (after recovery has replayed the old
+// one) and whether replies wait for durability. Call before serving.
+func (e *Engine) SetJournal(j Journal, waitDurable bool) {
+	e.journal, e.waitDurable = j, waitDurable
+}
+
+// JournalSeq is the last journal sequence assigned.
+func (e *Engine) JournalSeq() uint64 { return e.journalSeq.Load() }
+
 // Execute runs a batch's commands in order and fills b.Replies. Commands on
 // one shard run in pipeline order on its owner; a command spanning shards
 // waits for the commands before it and runs alone on the shards it needs.
-func (e *Engine) Execute(b *Batch) {
+func (e *Engine) Execute(b *Batch) { e.executeAt(b, e.clock.Now()) }
+
+// isWrite reports whether a command may change state.
+func isWrite(c *Command) bool {
+	switch c.Op {
+	case OpMulti:
+		return len(c.Sub) > 0 && journaledOp(c.Sub[0].Op)
+	case OpLimitAll:
+		return true
+	}
+	return journaledOp(c.Op)
+}
+
+func (e *Engine) executeAt(b *Batch, now int64) {
 	if cap(b.Replies) < len(b.Cmds) {
 		b.Replies = make([]Reply, len(b.Cmds), cap(b.Cmds))
 	}
@@ -198,13 +234,20 @@ func (e *Engine) Execute(b *Batch) {
 			b.jobs[i] = shardJob{e: e, b: b, shard: i}
 		}
 	}
-	b.now = e.clock.Now()
+	b.now = now
+	b.durable = 0
+	var misconf error
+	if e.journal != nil && !b.replaying {
+		misconf = e.journal.Err()
+	}
 	for i := range b.Cmds {
 		c := &b.Cmds[i]
 		switch {
+		case misconf != nil && isWrite(c):
+			b.Replies[i] = errReply(ErrMisconf)
 		case c.Op >= OpMulti:
 			e.flush(b)
-			b.Replies[i] = e.executeMulti(c, b.now)
+			b.Replies[i] = e.executeMulti(c, b.now, b)
 		default:
 			c.hash = shard.Hash(c.Key)
 			s := e.shardOf(c.hash)
@@ -216,6 +259,16 @@ func (e *Engine) Execute(b *Batch) {
 		}
 	}
 	e.flush(b)
+	if e.waitDurable && b.durable > 0 && e.journal != nil {
+		if err := e.journal.WaitDurable(b.durable); err != nil {
+			// Applied but not known durable: say so rather than claim it.
+			for i := range b.Replies {
+				if isWrite(&b.Cmds[i]) && b.Replies[i].Kind != ReplyError {
+					b.Replies[i] = errReply(ErrMisconf)
+				}
+			}
+		}
+	}
 }
 
 // flush sends each shard its part of the current segment and waits for all.
@@ -229,7 +282,10 @@ func (e *Engine) flush(b *Batch) {
 	}
 	b.wg.Wait()
 	for _, s := range b.used {
-		b.jobs[s].idx = b.jobs[s].idx[:0]
+		j := &b.jobs[s]
+		j.idx = j.idx[:0]
+		b.durable = max(b.durable, j.durableSeq)
+		j.durableSeq = 0
 	}
 	b.used = b.used[:0]
 }
@@ -247,6 +303,9 @@ type shardJob struct {
 	// committing is LIMIT.ALL's second phase, already cleared to create.
 	committing bool
 
+	jw         journalWriter
+	durableSeq uint64 // highest journal seq this job appended
+
 	allowed, limited int64
 }
 
@@ -255,6 +314,9 @@ func (j *shardJob) Run(t *shard.Table) {
 	b := j.b
 	for _, i := range j.idx {
 		b.Replies[i] = j.apply(t, &b.Cmds[i], b.now)
+	}
+	if err := j.journal(b.Cmds, b.Replies, j.idx, b.now); err != nil {
+		j.e.log.Error("journal append failed; the applied commands may not survive a restart", "err", err)
 	}
 	st := &j.e.stats[j.shard]
 	if j.allowed != 0 {

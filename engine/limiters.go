@@ -51,7 +51,7 @@ func lookup(t *shard.Table, c *Command, now int64, kind shard.Kind) (e shard.Ent
 func (j *shardJob) create(t *shard.Table, c *Command, kind shard.Kind, expireAt int64, payload int) (shard.Entry, error) {
 	// LIMIT.ALL's commit phase was already cleared by its dry run; failing
 	// now would apply the limits in part.
-	if !j.committing && j.e.overMemory() {
+	if !j.committing && (j.b == nil || !j.b.replaying) && j.e.overMemory() {
 		return shard.Entry{}, ErrOOM
 	}
 	return t.Insert(c.Key, c.hash, kind, expireAt, payload)

@@ -83,39 +83,77 @@ func (e *Engine) allShards() []int {
 
 // executeMulti runs a command that spans shards, after every command before
 // it in the batch has completed.
-func (e *Engine) executeMulti(c *Command, now int64) Reply {
+func (e *Engine) executeMulti(c *Command, now int64, b *Batch) Reply {
 	switch c.Op {
 	case OpMulti:
-		return e.multiKey(c, now)
+		return e.multiKey(c, now, b)
 	case OpLimitAll:
-		return e.limitAll(c, now)
+		return e.limitAll(c, now, b)
 	case OpKeys:
 		return e.keys(c, now)
 	case OpScan:
 		return e.scan(c, now)
 	case OpFlushAll:
-		e.lockStep(e.allShards(), func(_ int, t *shard.Table) { t.Clear() }, nil, nil)
-		return okReply()
+		return e.flushAll(c, now, b)
 	}
 	return errReply(errUnknownOp)
 }
 
+// multiJobs makes one job per shard for a multi-shard command, with the
+// indexes of the sub-commands that shard owns.
+func (e *Engine) multiJobs(subs []Command, b *Batch, dryRun bool) ([]int, map[int]*shardJob, map[int][]int32) {
+	shards := e.shardsOf(subs)
+	jobs := make(map[int]*shardJob, len(shards))
+	idx := make(map[int][]int32, len(shards))
+	for _, s := range shards {
+		jobs[s] = &shardJob{e: e, b: b, shard: s, dryRun: dryRun}
+	}
+	for i := range subs {
+		s := e.shardOf(subs[i].hash)
+		idx[s] = append(idx[s], int32(i))
+	}
+	return shards, jobs, idx
+}
+
+// noteDurable folds the jobs' journal positions into the batch's.
+func noteDurable(b *Batch, jobs map[int]*shardJob) {
+	if b == nil {
+		return
+	}
+	for _, j := range jobs {
+		b.durable = max(b.durable, j.durableSeq)
+	}
+}
+
+func (e *Engine) flushAll(c *Command, now int64, b *Batch) Reply {
+	e.bigOps.Lock()
+	defer e.bigOps.Unlock()
+	j := &shardJob{e: e, b: b, shard: AllShards}
+	e.lockStep(e.allShards(), func(_ int, t *shard.Table) { t.Clear() }, func() {
+		// Journaled while every shard is held, as one record for all.
+		if err := j.journal([]Command{*c}, []Reply{okReply()}, []int32{0}, now); err != nil {
+			e.log.Error("journal append failed", "err", err)
+		}
+	}, nil)
+	noteDurable(b, map[int]*shardJob{0: j})
+	return okReply()
+}
+
 // multiKey runs one single-key sub-command per key (DEL, EXISTS, MGET,
 // LIMIT.RESET) atomically across shards.
-func (e *Engine) multiKey(c *Command, now int64) Reply {
+func (e *Engine) multiKey(c *Command, now int64, b *Batch) Reply {
 	replies := make([]Reply, len(c.Sub))
-	jobs := make(map[int]*shardJob)
-	shards := e.shardsOf(c.Sub)
-	for _, s := range shards {
-		jobs[s] = &shardJob{e: e, shard: s}
-	}
+	shards, jobs, idx := e.multiJobs(c.Sub, b, false)
 	e.lockStep(shards, func(s int, t *shard.Table) {
-		for i := range c.Sub {
-			if e.shardOf(c.Sub[i].hash) == s {
-				replies[i] = jobs[s].apply(t, &c.Sub[i], now)
-			}
+		j := jobs[s]
+		for _, i := range idx[s] {
+			replies[i] = j.apply(t, &c.Sub[i], now)
+		}
+		if err := j.journal(c.Sub, replies, idx[s], now); err != nil {
+			e.log.Error("journal append failed", "err", err)
 		}
 	}, nil, nil)
+	noteDurable(b, jobs)
 	if c.Multi == MultiArray {
 		return Reply{Kind: ReplyArray, Items: replies}
 	}
@@ -133,7 +171,7 @@ func (e *Engine) multiKey(c *Command, now int64) Reply {
 // of them or none. Each limit's reply is its decision at that instant: a
 // limit that trips reports its own state, and the others report what they
 // would have been, with nothing consumed.
-func (e *Engine) limitAll(c *Command, now int64) Reply {
+func (e *Engine) limitAll(c *Command, now int64, b *Batch) Reply {
 	for i := range c.Sub {
 		for k := 0; k < i; k++ {
 			if string(c.Sub[k].Key) == string(c.Sub[i].Key) {
@@ -142,17 +180,11 @@ func (e *Engine) limitAll(c *Command, now int64) Reply {
 		}
 	}
 	replies := make([]Reply, len(c.Sub))
-	jobs := make(map[int]*shardJob)
-	shards := e.shardsOf(c.Sub)
-	for _, s := range shards {
-		jobs[s] = &shardJob{e: e, shard: s, dryRun: true}
-	}
+	shards, jobs, idx := e.multiJobs(c.Sub, b, true)
 	firstTrip := -1
 	e.lockStep(shards, func(s int, t *shard.Table) {
-		for i := range c.Sub {
-			if e.shardOf(c.Sub[i].hash) == s {
-				replies[i] = jobs[s].apply(t, &c.Sub[i], now)
-			}
+		for _, i := range idx[s] {
+			replies[i] = jobs[s].apply(t, &c.Sub[i], now)
 		}
 	}, func() {
 		for i, r := range replies {
@@ -167,13 +199,17 @@ func (e *Engine) limitAll(c *Command, now int64) Reply {
 		}
 		j := jobs[s]
 		j.dryRun, j.committing = false, true
-		for i := range c.Sub {
-			if e.shardOf(c.Sub[i].hash) == s {
-				replies[i] = j.apply(t, &c.Sub[i], now)
-			}
+		for _, i := range idx[s] {
+			replies[i] = j.apply(t, &c.Sub[i], now)
+		}
+		// Each shard journals its own part as plain decisions: they were
+		// allowed against this state, so replay allows them again.
+		if err := j.journal(c.Sub, replies, idx[s], now); err != nil {
+			e.log.Error("journal append failed", "err", err)
 		}
 		e.stats[s].allowed.Add(j.allowed)
 	})
+	noteDurable(b, jobs)
 	if firstTrip >= 0 {
 		if replies[firstTrip].Kind == ReplyError {
 			return replies[firstTrip]

@@ -1,0 +1,422 @@
+package engine
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/sluicehq/sluice/shard"
+)
+
+// Journal receives every state-changing command, in each shard's order, so
+// that replaying the records through the engine rebuilds the same state.
+// persistence.Log satisfies it; cluster mode has its own path.
+type Journal interface {
+	// Append stores one record and returns a sequence number for
+	// WaitDurable. It must not block on the disk.
+	Append(rec []byte) (seq uint64, err error)
+	// WaitDurable returns once record seq is as durable as the fsync
+	// policy promises.
+	WaitDurable(seq uint64) error
+	// Err is non-nil while the journal cannot persist records.
+	Err() error
+}
+
+// AllShards tags a journal record that covers every shard (FLUSHALL).
+const AllShards = 1<<32 - 1
+
+// Positions holds, per shard of the engine that wrote a snapshot, the last
+// journal seq the snapshot includes.
+type Positions []uint64
+
+// Covers reports whether a snapshot with these positions already includes
+// the journal record (shard, seq).
+func (p Positions) Covers(shardIdx int, seq uint64) bool {
+	if shardIdx == AllShards {
+		for _, pos := range p {
+			if seq > pos {
+				return false
+			}
+		}
+		return len(p) > 0
+	}
+	return shardIdx < len(p) && seq <= p[shardIdx]
+}
+
+// ErrMisconf refuses writes while the journal cannot persist them, as Redis
+// does when it cannot write its append-only file.
+var ErrMisconf = errors.New("MISCONF Errors writing to the append-only file; writes are refused until it succeeds again (see INFO persistence)")
+
+// Record layout (version 1), one per shard part of a batch:
+//
+//	version u8 | shard uvarint | seq uvarint | now varint | count uvarint | commands
+//
+// seq is the engine's own journal sequence, assigned on the shard owner, so
+// a shard's records carry increasing seqs; a snapshot remembers, per shard,
+// the last seq it includes, and replay skips what the snapshot already has.
+const recordVersion = 1
+
+// mutates reports whether a command with this reply changed state, and so
+// must be journaled. Limited decisions and peeks change nothing.
+func mutates(c *Command, r *Reply) bool {
+	switch c.Op {
+	case OpThrottle:
+		return r.Kind == ReplyDecision && !r.Dec.Limited && c.N[3] > 0
+	case OpSWCheck, OpSLCheck, OpFWCheck:
+		return r.Kind == ReplyDecision && !r.Dec.Limited && c.N[2] > 0
+	case OpRefund, OpSet, OpIncrBy, OpDel, OpExpire, OpPersist, OpFlushAll:
+		return r.Kind != ReplyError
+	}
+	return false
+}
+
+func appendCommand(buf []byte, c *Command) []byte {
+	buf = append(buf, byte(c.Op), byte(c.Multi))
+	buf = binary.AppendUvarint(buf, uint64(c.Flags))
+	buf = binary.AppendUvarint(buf, uint64(len(c.Key)))
+	buf = append(buf, c.Key...)
+	buf = binary.AppendUvarint(buf, uint64(len(c.Value)))
+	buf = append(buf, c.Value...)
+	for _, n := range c.N {
+		buf = binary.AppendVarint(buf, n)
+	}
+	return buf
+}
+
+// journalWriter accumulates one shard part's mutating commands.
+type journalWriter struct {
+	buf   []byte
+	count int
+	at    int // offset of the count field's start
+}
+
+func (w *journalWriter) begin(shardIdx int, seq uint64, now int64) {
+	w.buf = append(w.buf[:0], recordVersion)
+	w.buf = binary.AppendUvarint(w.buf, uint64(shardIdx))
+	w.buf = binary.AppendUvarint(w.buf, seq)
+	w.buf = binary.AppendVarint(w.buf, now)
+	w.count = 0
+}
+
+func (w *journalWriter) add(c *Command) {
+	w.buf = appendCommand(w.buf, c)
+	w.count++
+}
+
+// finish puts the count after the header. Commands are appended first and
+// the count spliced in, so the common case needs one pass.
+func (w *journalWriter) finish(headerLen int) []byte {
+	var tmp [binary.MaxVarintLen64]byte
+	n := binary.PutUvarint(tmp[:], uint64(w.count))
+	w.buf = append(w.buf, tmp[:n]...)
+	copy(w.buf[headerLen+n:], w.buf[headerLen:len(w.buf)-n])
+	copy(w.buf[headerLen:], tmp[:n])
+	return w.buf
+}
+
+// DecodedRecord is one journal record.
+type DecodedRecord struct {
+	Shard int
+	Seq   uint64
+	Now   int64
+	Cmds  []Command
+}
+
+var errBadRecord = errors.New("malformed journal record")
+
+// DecodeRecord parses a journal record. Commands alias rec.
+func DecodeRecord(rec []byte, into *DecodedRecord) error {
+	r := reader{b: rec}
+	if v := r.byte(); v != recordVersion {
+		return fmt.Errorf("%w: version %d", errBadRecord, v)
+	}
+	into.Shard = int(r.uvarint())
+	into.Seq = r.uvarint()
+	into.Now = r.varint()
+	n := r.uvarint()
+	if r.err != nil || n > uint64(len(rec)) {
+		return errBadRecord
+	}
+	into.Cmds = into.Cmds[:0]
+	for i := uint64(0); i < n; i++ {
+		var c Command
+		c.Op = Op(r.byte())
+		c.Multi = MultiKind(r.byte())
+		c.Flags = Flags(r.uvarint())
+		c.Key = r.bytes()
+		c.Value = r.bytes()
+		for k := range c.N {
+			c.N[k] = r.varint()
+		}
+		if r.err != nil {
+			return errBadRecord
+		}
+		if !journaledOp(c.Op) {
+			return fmt.Errorf("%w: op %d", errBadRecord, c.Op)
+		}
+		into.Cmds = append(into.Cmds, c)
+	}
+	if r.err != nil || len(r.b) != 0 {
+		return errBadRecord
+	}
+	return nil
+}
+
+func journaledOp(op Op) bool {
+	switch op {
+	case OpThrottle, OpSWCheck, OpSLCheck, OpFWCheck, OpRefund, OpSet, OpIncrBy, OpDel, OpExpire, OpPersist, OpFlushAll:
+		return true
+	}
+	return false
+}
+
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) byte() byte {
+	if len(r.b) == 0 {
+		r.err = errBadRecord
+		return 0
+	}
+	v := r.b[0]
+	r.b = r.b[1:]
+	return v
+}
+
+func (r *reader) uvarint() uint64 {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.err = errBadRecord
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) varint() int64 {
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.err = errBadRecord
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) bytes() []byte {
+	n := r.uvarint()
+	if r.err != nil || n > uint64(len(r.b)) {
+		r.err = errBadRecord
+		return nil
+	}
+	v := r.b[:n:n]
+	r.b = r.b[n:]
+	return v
+}
+
+// journal records what one shard owner just applied. Called on the owner
+// after its commands ran, so records follow the shard's order.
+func (j *shardJob) journal(cmds []Command, replies []Reply, idx []int32, now int64) error {
+	if j.e.journal == nil || (j.b != nil && j.b.replaying) {
+		return nil
+	}
+	w := &j.jw
+	started := false
+	for _, i := range idx {
+		if !mutates(&cmds[i], &replies[i]) {
+			continue
+		}
+		if !started {
+			w.begin(j.shard, j.e.journalSeq.Add(1), now)
+			started = true
+		}
+		w.add(&cmds[i])
+	}
+	if !started {
+		return nil
+	}
+	return j.appendRecord(w)
+}
+
+func (j *shardJob) appendRecord(w *journalWriter) error {
+	// The header is everything before the first command; find its end to
+	// splice the count in.
+	r := reader{b: w.buf}
+	r.byte()
+	r.uvarint()
+	r.uvarint()
+	r.varint()
+	rec := w.finish(len(w.buf) - len(r.b))
+	seq, err := j.e.journal.Append(rec)
+	if err != nil {
+		return err
+	}
+	j.durableSeq = max(j.durableSeq, seq)
+	return nil
+}
+
+// snapshotTask copies one shard's live records, on its owner, together
+// with the last journal seq they include.
+type snapshotTask struct {
+	now     int64
+	e       *Engine
+	seq     uint64
+	records []byte // concatenated (kind, expireAt, key, payload) frames
+	count   int
+	done    chan struct{}
+}
+
+func (s *snapshotTask) Run(t *shard.Table) {
+	// Every record this shard journaled so far has a seq <= this value,
+	// because this shard's records are only appended on this goroutine.
+	s.seq = s.e.journalSeq.Load()
+	t.ForEach(s.now, func(e shard.Entry, exp int64) bool {
+		s.records = append(s.records, byte(e.Kind))
+		s.records = binary.LittleEndian.AppendUint64(s.records, uint64(exp))
+		s.records = binary.AppendUvarint(s.records, uint64(len(e.Key)))
+		s.records = append(s.records, e.Key...)
+		s.records = binary.AppendUvarint(s.records, uint64(len(e.Payload)))
+		s.records = append(s.records, e.Payload...)
+		s.count++
+		return true
+	})
+	close(s.done)
+}
+
+// SnapshotRecord is one stored key as a snapshot carries it.
+type SnapshotRecord struct {
+	Kind     uint8
+	ExpireAt int64
+	Key      []byte
+	Payload  []byte
+}
+
+// ShardSnapshot is one shard's records at journal position Seq.
+type ShardSnapshot struct {
+	Shard int
+	Seq   uint64
+	Count int
+	data  []byte
+}
+
+// Each calls fn for every record of the shard snapshot.
+func (s *ShardSnapshot) Each(fn func(SnapshotRecord) error) error {
+	r := reader{b: s.data}
+	for len(r.b) > 0 {
+		var rec SnapshotRecord
+		rec.Kind = r.byte()
+		if len(r.b) < 8 {
+			return errBadRecord
+		}
+		rec.ExpireAt = int64(binary.LittleEndian.Uint64(r.b))
+		r.b = r.b[8:]
+		rec.Key = r.bytes()
+		rec.Payload = r.bytes()
+		if r.err != nil {
+			return r.err
+		}
+		if err := fn(rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Snapshot copies every shard's live state, one shard at a time: each
+// owner pauses only for its own copy, never the whole key space at once.
+// The returned positions tell replay which journal records each shard's
+// copy already includes.
+func (e *Engine) Snapshot() []ShardSnapshot {
+	e.bigOps.Lock()
+	defer e.bigOps.Unlock()
+	now := e.clock.Now()
+	out := make([]ShardSnapshot, len(e.shards))
+	for i, s := range e.shards {
+		task := &snapshotTask{now: now, e: e, done: make(chan struct{})}
+		s.Submit(task)
+		<-task.done
+		out[i] = ShardSnapshot{Shard: i, Seq: task.seq, Count: task.count, data: task.records}
+	}
+	return out
+}
+
+// restoreTask inserts snapshot records into one shard's table.
+type restoreTask struct {
+	recs []SnapshotRecord
+	err  error
+	done chan struct{}
+}
+
+func (r *restoreTask) Run(t *shard.Table) {
+	defer close(r.done)
+	for _, rec := range r.recs {
+		e, err := t.Insert(rec.Key, shard.Hash(rec.Key), shard.Kind(rec.Kind), rec.ExpireAt, len(rec.Payload))
+		if err != nil {
+			r.err = err
+			return
+		}
+		copy(e.Payload, rec.Payload)
+	}
+}
+
+// Restore loads snapshot records (routed by the current shard count, which
+// may differ from the one that wrote them). Keys are copied.
+func (e *Engine) Restore(recs []SnapshotRecord) error {
+	per := make([][]SnapshotRecord, len(e.shards))
+	for _, rec := range recs {
+		if rec.Kind <= uint8(shard.KindDead) || rec.Kind > uint8(shard.KindFixedWindow) {
+			return fmt.Errorf("%w: record kind %d", errBadRecord, rec.Kind)
+		}
+		s := e.shardOf(shard.Hash(rec.Key))
+		per[s] = append(per[s], rec)
+	}
+	tasks := make([]*restoreTask, len(e.shards))
+	for i, recs := range per {
+		if len(recs) == 0 {
+			continue
+		}
+		tasks[i] = &restoreTask{recs: recs, done: make(chan struct{})}
+		e.shards[i].Submit(tasks[i])
+	}
+	for _, t := range tasks {
+		if t != nil {
+			<-t.done
+			if t.err != nil {
+				return t.err
+			}
+		}
+	}
+	return nil
+}
+
+// Replay applies one journal record through the normal engine path at the
+// record's own now, skipping it when the snapshot already includes it
+// (covered(shard, seq) reports that). Replay bypasses maxmemory: the state
+// existed before the restart.
+func (e *Engine) Replay(rec []byte, covered func(shard int, seq uint64) bool) error {
+	var d DecodedRecord
+	if err := DecodeRecord(rec, &d); err != nil {
+		return err
+	}
+	if covered != nil && covered(d.Shard, d.Seq) {
+		return nil
+	}
+	for {
+		cur := e.journalSeq.Load()
+		if d.Seq <= cur || e.journalSeq.CompareAndSwap(cur, d.Seq) {
+			break
+		}
+	}
+	e.clock.Observe(d.Now)
+	b := &Batch{replaying: true}
+	b.Cmds = d.Cmds
+	e.executeAt(b, d.Now)
+	for i := range b.Replies {
+		if r := &b.Replies[i]; r.Kind == ReplyError && !errors.Is(r.Err, ErrWrongType) {
+			return fmt.Errorf("replaying %v: %w", d.Cmds[i].Op, r.Err)
+		}
+	}
+	return nil
+}
