@@ -147,14 +147,14 @@ type Batch struct {
 	Cmds    []Command
 	Replies []Reply
 
-	now  int64
+	now int64
 	// replaying marks a batch rebuilt from the journal: it bypasses
 	// maxmemory and is not journaled again.
 	replaying bool
 	durable   uint64 // highest journal seq to wait for
 	jobs      []shardJob
-	used []int // shards with work in the current segment
-	wg   sync.WaitGroup
+	used      []int // shards with work in the current segment
+	wg        sync.WaitGroup
 }
 
 // Reset empties the batch for the next pipeline, keeping its capacity.

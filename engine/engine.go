@@ -63,8 +63,8 @@ type Engine struct {
 	// bigOps keeps FLUSHALL out of a snapshot in progress, so a FLUSHALL
 	// record is either wholly before or wholly after every shard's copy.
 	bigOps sync.Mutex
-	stop      chan struct{}
-	wg        sync.WaitGroup
+	stop   chan struct{}
+	wg     sync.WaitGroup
 }
 
 // shardStats are written by one shard's owner and read by INFO; padded so
