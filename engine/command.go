@@ -148,6 +148,10 @@ type Batch struct {
 	Replies []Reply
 
 	now int64
+	// ReadOnly is set for connections that sent READONLY: in cluster mode a
+	// follower may then answer reads from its own applied state.
+	ReadOnly bool
+
 	// replaying marks a batch rebuilt from the journal: it bypasses
 	// maxmemory and is not journaled again.
 	replaying bool

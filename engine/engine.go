@@ -217,6 +217,14 @@ func isWrite(c *Command) bool {
 	return journaledOp(c.Op)
 }
 
+// ExecuteAt is Execute at a given now, for cluster mode, where the leader
+// stamps a batch once and every node applies it with that time. The clock
+// is advanced to now so later readings never fall behind it.
+func (e *Engine) ExecuteAt(b *Batch, now int64) {
+	e.clock.Observe(now)
+	e.executeAt(b, now)
+}
+
 func (e *Engine) executeAt(b *Batch, now int64) {
 	if cap(b.Replies) < len(b.Cmds) {
 		b.Replies = make([]Reply, len(b.Cmds), cap(b.Cmds))

@@ -80,7 +80,67 @@ func appendCommand(buf []byte, c *Command) []byte {
 	for _, n := range c.N {
 		buf = binary.AppendVarint(buf, n)
 	}
+	// Sub-commands (LIMIT.ALL, multi-key DEL): one level deep.
+	buf = binary.AppendUvarint(buf, uint64(len(c.Sub)))
+	for i := range c.Sub {
+		buf = appendCommand(buf, &c.Sub[i])
+	}
 	return buf
+}
+
+// EncodeCommands appends a self-delimiting encoding of cmds to buf: the
+// format cluster mode replicates, and the journal's body.
+func EncodeCommands(buf []byte, cmds []Command) []byte {
+	buf = binary.AppendUvarint(buf, uint64(len(cmds)))
+	for i := range cmds {
+		buf = appendCommand(buf, &cmds[i])
+	}
+	return buf
+}
+
+// DecodeCommands parses what EncodeCommands wrote, appending to into.
+// Commands alias b. Only state-changing operations are accepted.
+func DecodeCommands(b []byte, into []Command) ([]Command, []byte, error) {
+	r := reader{b: b}
+	n := r.uvarint()
+	if r.err != nil || n > uint64(len(b)) {
+		return into, nil, errBadRecord
+	}
+	for i := uint64(0); i < n; i++ {
+		c, err := r.command(0)
+		if err != nil {
+			return into, nil, err
+		}
+		into = append(into, c)
+	}
+	return into, r.b, nil
+}
+
+func (r *reader) command(depth int) (Command, error) {
+	var c Command
+	c.Op = Op(r.byte())
+	c.Multi = MultiKind(r.byte())
+	c.Flags = Flags(r.uvarint())
+	c.Key = r.bytes()
+	c.Value = r.bytes()
+	for k := range c.N {
+		c.N[k] = r.varint()
+	}
+	subs := r.uvarint()
+	if r.err != nil || subs > uint64(len(r.b)) || (subs > 0 && depth > 0) {
+		return c, errBadRecord
+	}
+	for i := uint64(0); i < subs; i++ {
+		sub, err := r.command(depth + 1)
+		if err != nil {
+			return c, err
+		}
+		c.Sub = append(c.Sub, sub)
+	}
+	if !journaledOp(c.Op) && !(depth == 0 && (c.Op == OpMulti || c.Op == OpLimitAll)) {
+		return c, fmt.Errorf("%w: op %d", errBadRecord, c.Op)
+	}
+	return c, nil
 }
 
 // journalWriter accumulates one shard part's mutating commands.
@@ -139,17 +199,9 @@ func DecodeRecord(rec []byte, into *DecodedRecord) error {
 	}
 	into.Cmds = into.Cmds[:0]
 	for i := uint64(0); i < n; i++ {
-		var c Command
-		c.Op = Op(r.byte())
-		c.Multi = MultiKind(r.byte())
-		c.Flags = Flags(r.uvarint())
-		c.Key = r.bytes()
-		c.Value = r.bytes()
-		for k := range c.N {
-			c.N[k] = r.varint()
-		}
-		if r.err != nil {
-			return errBadRecord
+		c, err := r.command(0)
+		if err != nil {
+			return err
 		}
 		if !journaledOp(c.Op) {
 			return fmt.Errorf("%w: op %d", errBadRecord, c.Op)

@@ -46,8 +46,12 @@ func badArg(name string, value []byte, err error) error {
 // Errors that already carry a Redis error code (WRONGTYPE, OOM, NOAUTH...)
 // keep it; everything else is an ERR.
 func errorText(err error) string {
+	var moved *engine.MovedError
 	switch {
-	case errors.Is(err, engine.ErrWrongType), errors.Is(err, engine.ErrOOM),
+	case errors.As(err, &moved):
+		return moved.Error()
+	case errors.Is(err, engine.ErrWrongType), errors.Is(err, engine.ErrOOM), errors.Is(err, engine.ErrMisconf),
+		errors.Is(err, engine.ErrTryAgain), errors.Is(err, engine.ErrClusterDown),
 		errors.Is(err, errNoAuth), errors.Is(err, errNoProto), errors.Is(err, errBadPass):
 		return err.Error()
 	case errors.Is(err, shard.ErrTooLarge), errors.Is(err, shard.ErrFull):

@@ -1,0 +1,64 @@
+package engine
+
+import (
+	"errors"
+	"strconv"
+)
+
+// Errors of cluster mode live here, so that the server can match them
+// without importing replication.
+
+// MovedError redirects a client to the leader, in the form Redis Cluster
+// clients follow (-MOVED <slot> <host:port>).
+type MovedError struct {
+	Slot int
+	Addr string
+}
+
+func (m *MovedError) Error() string { return "MOVED " + strconv.Itoa(m.Slot) + " " + m.Addr }
+
+var (
+	// ErrOutcomeUnknown: leadership was lost after the batch was proposed
+	// and before it was known to commit. It may or may not have applied;
+	// a redirect here would invite a retry that charges twice.
+	ErrOutcomeUnknown = errors.New("outcome unknown: leadership lost before commit; do not retry blindly")
+	// ErrTryAgain: no leader is known yet (an election is running).
+	ErrTryAgain = errors.New("TRYAGAIN no leader is elected yet; retry shortly")
+	// ErrClusterDown: no leader for longer than an election should take.
+	ErrClusterDown = errors.New("CLUSTERDOWN the cluster has no quorum")
+)
+
+// IsWrite reports whether a command may change state: only a leader may
+// run it.
+func IsWrite(c *Command) bool { return isWrite(c) }
+
+// NodeInfo describes one member of a replication group.
+type NodeInfo struct {
+	ID         string // node id (40 hex characters, as Redis Cluster uses)
+	ClientAddr string // host:port clients connect to
+	RaftAddr   string
+	Leader     bool
+	Voter      bool
+	Applied    uint64 // last Raft index applied, when known
+}
+
+// ClusterView is what CLUSTER, ROLE and INFO replication report.
+type ClusterView struct {
+	Self        NodeInfo
+	Leader      NodeInfo // zero when no leader is known
+	Nodes       []NodeInfo
+	State       string // "Leader", "Follower", "Candidate", "Shutdown"
+	Term        uint64
+	CommitIndex uint64
+	Applied     uint64
+}
+
+// Clustered is implemented by a backend that runs in cluster mode.
+type Clustered interface {
+	ClusterView() ClusterView
+	// Join adds a voter; idempotent for a node already present with the
+	// same addresses. Only the leader can do it.
+	Join(id, raftAddr, clientAddr string) error
+	// Forget removes a node; idempotent.
+	Forget(id string) error
+}
