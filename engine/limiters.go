@@ -13,12 +13,11 @@ import (
 //	gcra:           emission interval, max_burst            (TAT = expiry)
 //	sliding-window: window, limit, cur, prev                 (start derived from expiry)
 //	fixed-window:   window, limit, count                     (start = expiry - window)
-//	sliding-log:    window, limit, then (at, n) per admitted batch, oldest first
+//	sliding-log:    window, limit, total, head, count, then a ring of (at, n) (see slRing)
 const (
 	gcraPayload   = 16
 	swPayload     = 32
 	fwPayload     = 24
-	slHeader      = 16
 	slEntryLength = 16
 )
 
@@ -184,32 +183,95 @@ func (j *shardJob) fixedWindow(t *shard.Table, c *Command, now int64) Reply {
 	return decReply(d, c.Flags)
 }
 
-// slEntries decodes a sliding log into the job's scratch slice.
-func (j *shardJob) slEntries(e shard.Entry) ([]SLEntry, WindowParams) {
-	p := WindowParams{Window: getI(e.Payload, 0), Limit: getI(e.Payload, 1)}
-	body := e.Payload[slHeader:]
-	n := len(body) / slEntryLength
-	j.log = j.log[:0]
-	for i := 0; i < n; i++ {
-		j.log = append(j.log, SLEntry{At: getI(body, 2*i), N: getI(body, 2*i+1)})
-	}
-	return j.log, p
+// slRing is a sliding log stored as a ring of (at, n) entries inside the
+// record's payload, oldest first from head, with a running total of the
+// units it holds. A decision then costs O(1) plus the entries that have
+// just left the window, instead of a pass over the whole log; the ring
+// grows by doubling, so a key's memory stays bounded by its limit.
+//
+//	window | limit | total | head u32 | count u32 | cap x (at, n)
+type slRing struct{ b []byte }
+
+const slRingHeader = 32
+
+func (r slRing) window() int64 { return getI(r.b, 0) }
+func (r slRing) limit() int64  { return getI(r.b, 1) }
+func (r slRing) total() int64  { return getI(r.b, 2) }
+func (r slRing) head() int     { return int(binary.LittleEndian.Uint32(r.b[24:])) }
+func (r slRing) count() int    { return int(binary.LittleEndian.Uint32(r.b[28:])) }
+func (r slRing) capacity() int { return (len(r.b) - slRingHeader) / slEntryLength }
+func (r slRing) entry(i int) SLEntry {
+	k := (r.head() + i) % r.capacity()
+	body := r.b[slRingHeader:]
+	return SLEntry{At: getI(body, 2*k), N: getI(body, 2*k+1)}
+}
+func (r slRing) setEntry(i int, en SLEntry) {
+	k := (r.head() + i) % r.capacity()
+	body := r.b[slRingHeader:]
+	putI(body, 2*k, en.At)
+	putI(body, 2*k+1, en.N)
+}
+func (r slRing) setHeadCount(head, count int) {
+	binary.LittleEndian.PutUint32(r.b[24:], uint32(head))
+	binary.LittleEndian.PutUint32(r.b[28:], uint32(count))
 }
 
-// storeLog writes entries back into e, resizing the record to fit.
-func storeLog(t *shard.Table, e shard.Entry, p WindowParams, entries []SLEntry) (shard.Entry, error) {
-	e, err := t.Resize(e, slHeader+slEntryLength*len(entries))
-	if err != nil {
-		return e, err
+// expired counts the leading entries and units that have left the window
+// at now, without changing anything.
+func (r slRing) expired(now int64) (entries int, units int64) {
+	cutoff := now - r.window()
+	for entries < r.count() {
+		en := r.entry(entries)
+		if en.At > cutoff {
+			break
+		}
+		entries++
+		units += en.N
 	}
-	putI(e.Payload, 0, p.Window)
-	putI(e.Payload, 1, p.Limit)
-	body := e.Payload[slHeader:]
-	for i, en := range entries {
-		putI(body, 2*i, en.At)
-		putI(body, 2*i+1, en.N)
+	return entries, units
+}
+
+// retryAfter is how long until enough of the oldest live units leave the
+// window for cost to fit; the caller knows cost <= limit.
+func (r slRing) retryAfter(skip int, live, cost, now int64) int64 {
+	excess := live + cost - r.limit()
+	for i := skip; i < r.count(); i++ {
+		en := r.entry(i)
+		excess -= en.N
+		if excess <= 0 {
+			return en.At + r.window() - now
+		}
 	}
-	return e, nil
+	return r.window()
+}
+
+// slDecide is SLDecide over the ring, without a pass over the whole log.
+func slDecide(r slRing, present bool, p WindowParams, cost, now int64) (skip int, gone int64, admit bool, d Decision) {
+	var live int64
+	if present {
+		skip, gone = r.expired(now)
+		live = r.total() - gone
+	}
+	cost = max(cost, 0)
+	d = Decision{Limit: p.Limit, RetryAfter: -1}
+	switch {
+	case cost > p.Limit:
+		d.Limited = true
+	case live > p.Limit-cost:
+		d.Limited = true
+		d.RetryAfter = r.retryAfter(skip, live, cost, now)
+	case cost > 0:
+		admit = true
+		live += cost
+	}
+	d.Remaining = max(p.Limit-live, 0)
+	switch {
+	case admit:
+		d.ResetAfter = p.Window
+	case present && skip < r.count():
+		d.ResetAfter = r.entry(r.count()-1).At + p.Window - now
+	}
+	return skip, gone, admit, d
 }
 
 func (j *shardJob) slidingLog(t *shard.Table, c *Command, now int64) Reply {
@@ -218,40 +280,108 @@ func (j *shardJob) slidingLog(t *shard.Table, c *Command, now int64) Reply {
 	if err != nil {
 		return errReply(err)
 	}
-	var entries []SLEntry
-	if ok {
-		var stored WindowParams
-		entries, stored = j.slEntries(e)
-		if stored.Window != p.Window {
-			entries = entries[:0]
-		}
-	}
-	expired, admit, resetAt, d := SLDecide(entries, p, c.N[2], now)
+	r := slRing{e.Payload}
+	// Units logged under another window length say nothing about this one.
+	present := ok && r.window() == p.Window
+	skip, gone, admit, d := slDecide(r, present, p, c.N[2], now)
 	if err := j.dryRunCreate(admit && e.Payload == nil); err != nil {
 		return errReply(err)
 	}
 	if admit && !j.dryRun {
-		entries = entries[expired:]
-		if n := len(entries); n > 0 && entries[n-1].At == now {
-			entries[n-1].N += c.N[2]
-		} else {
-			entries = append(entries, SLEntry{At: now, N: c.N[2]})
-		}
-		created := e.Payload == nil
-		if created {
-			e, err = j.create(t, c, shard.KindSlidingLog, resetAt, 0)
-		}
-		if err == nil {
-			e, err = storeLog(t, e, p, entries)
-		}
-		if err != nil {
-			if created && e.Payload != nil {
-				t.Delete(e)
-			}
+		if e, err = j.slAdmit(t, c, e, present, skip, gone, p, c.N[2], now); err != nil {
 			return errReply(err)
 		}
-		t.SetExpireAt(e, resetAt)
 	}
 	j.count(d)
 	return decReply(d, c.Flags)
+}
+
+// slAdmit drops the entries that left the window and logs cost at now,
+// growing the ring when it is full.
+func (j *shardJob) slAdmit(t *shard.Table, c *Command, e shard.Entry, present bool, skip int, gone int64, p WindowParams, cost, now int64) (shard.Entry, error) {
+	created := e.Payload == nil
+	if created {
+		var err error
+		if e, err = j.create(t, c, shard.KindSlidingLog, now+p.Window, slRingHeader+slEntryLength); err != nil {
+			return e, err
+		}
+	}
+	r := slRing{e.Payload}
+	if !present || len(r.b) < slRingHeader+slEntryLength {
+		var err error
+		if e, err = t.Resize(e, slRingHeader+slEntryLength); err != nil {
+			return e, err
+		}
+		r = slRing{e.Payload}
+		clear(r.b)
+		skip, gone = 0, 0
+	}
+	head, count, total := r.head(), r.count()-skip, r.total()-gone
+	if r.capacity() > 0 {
+		head = (head + skip) % r.capacity()
+	}
+	r.setHeadCount(head, count)
+	if count > 0 && r.entry(count-1).At == now {
+		last := r.entry(count - 1)
+		last.N += cost
+		r.setEntry(count-1, last)
+	} else {
+		if count == r.capacity() {
+			// Linearize into a ring twice the size. It never needs more
+			// than limit entries: each holds at least one unit.
+			grown := min(max(2*count, 2), int(p.Limit))
+			old := j.log[:0]
+			for i := 0; i < count; i++ {
+				old = append(old, r.entry(i))
+			}
+			j.log = old
+			var err error
+			if e, err = t.Resize(e, slRingHeader+slEntryLength*grown); err != nil {
+				return e, err
+			}
+			r = slRing{e.Payload}
+			r.setHeadCount(0, count)
+			for i, en := range old {
+				r.setEntry(i, en)
+			}
+		}
+		r.setHeadCount(r.head(), count+1)
+		r.setEntry(count, SLEntry{At: now, N: cost})
+	}
+	putI(r.b, 0, p.Window)
+	putI(r.b, 1, p.Limit)
+	putI(r.b, 2, total+cost)
+	t.SetExpireAt(e, now+p.Window)
+	return e, nil
+}
+
+// slEntries copies a log's live entries (oldest first) into the job's
+// scratch slice, for refunds and LIMIT.INFO.
+func (j *shardJob) slEntries(e shard.Entry) ([]SLEntry, WindowParams) {
+	r := slRing{e.Payload}
+	j.log = j.log[:0]
+	for i := 0; i < r.count(); i++ {
+		j.log = append(j.log, r.entry(i))
+	}
+	return j.log, WindowParams{Window: r.window(), Limit: r.limit()}
+}
+
+// storeLog rewrites a log from entries (oldest first).
+func storeLog(t *shard.Table, e shard.Entry, p WindowParams, entries []SLEntry) (shard.Entry, error) {
+	e, err := t.Resize(e, slRingHeader+slEntryLength*max(len(entries), 1))
+	if err != nil {
+		return e, err
+	}
+	r := slRing{e.Payload}
+	clear(r.b)
+	putI(r.b, 0, p.Window)
+	putI(r.b, 1, p.Limit)
+	var total int64
+	r.setHeadCount(0, len(entries))
+	for i, en := range entries {
+		r.setEntry(i, en)
+		total += en.N
+	}
+	putI(r.b, 2, total)
+	return e, nil
 }

@@ -1,0 +1,74 @@
+package engine
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestStoredSlidingLogMatchesModel drives SL.CHECK and refunds through the
+// engine (ring storage, growth, expiry, merging) and compares every reply
+// with SLDecide over a plain slice.
+func TestStoredSlidingLogMatchesModel(t *testing.T) {
+	clock := NewClock(nil)
+	clock.Set(clock.Now() + 1e9)
+	e := New(Config{Shards: 2, Clock: clock, SweepInterval: -1})
+	defer e.Close()
+	rng := rand.New(rand.NewPCG(3, 4))
+	p := WindowParams{Limit: 37, Window: 5e8}
+	model := map[string][]SLEntry{}
+	var b Batch
+	for step := 0; step < 60000; step++ {
+		key := fmt.Sprintf("log%d", rng.IntN(6))
+		now := clock.Now()
+		b.Reset()
+		c := b.Add()
+		c.Key = []byte(key)
+		entries := model[key]
+		if rng.IntN(8) == 0 {
+			amount := int64(rng.IntN(6))
+			c.Op, c.N[0] = OpRefund, amount
+			e.Execute(&b)
+			expired, _, _, _ := SLDecide(entries, p, 0, now)
+			live := entries[expired:]
+			if len(live) == 0 {
+				if b.Replies[0].Kind != ReplyNil {
+					t.Fatalf("step %d: refund of an empty log replied %+v", step, b.Replies[0])
+				}
+				delete(model, key)
+				continue
+			}
+			live = SLRefund(append([]SLEntry(nil), live...), amount)
+			want := SLRemaining(live, p, now)
+			if len(live) == 0 {
+				want = p.Limit
+				delete(model, key)
+			} else {
+				model[key] = live
+			}
+			if b.Replies[0].Int != want {
+				t.Fatalf("step %d: refund replied %d, model %d", step, b.Replies[0].Int, want)
+			}
+		} else {
+			cost := int64(rng.IntN(4))
+			c.Op, c.N = OpSLCheck, [4]int64{p.Limit, p.Window, cost}
+			e.Execute(&b)
+			expired, admit, _, want := SLDecide(entries, p, cost, now)
+			if got := b.Replies[0].Dec; got != want {
+				t.Fatalf("step %d %s cost %d: got %+v, model %+v", step, key, cost, got, want)
+			}
+			if admit {
+				entries = append([]SLEntry(nil), entries[expired:]...)
+				if n := len(entries); n > 0 && entries[n-1].At == now {
+					entries[n-1].N += cost
+				} else {
+					entries = append(entries, SLEntry{At: now, N: cost})
+				}
+				model[key] = entries
+			}
+		}
+		if rng.IntN(3) == 0 {
+			clock.Advance(int64(rng.IntN(60)) * 1e6)
+		}
+	}
+}
