@@ -1,13 +1,31 @@
 package engine
 
 import (
+	"errors"
+	"fmt"
+	"runtime/debug"
 	"strconv"
 
 	"github.com/sluicehq/sluice/shard"
 )
 
-// apply runs one single-key command against the shard's table.
-func (j *shardJob) apply(t *shard.Table, c *Command, now int64) Reply {
+// errInternal answers a command whose execution hit a bug.
+var errInternal = errors.New("internal error while executing the command; it was logged")
+
+// apply runs one single-key command against the shard's table. A panic is
+// a bug, but it must not take down a server that others depend on: the
+// command gets an error and the panic is logged.
+func (j *shardJob) apply(t *shard.Table, c *Command, now int64) (r Reply) {
+	defer func() {
+		if p := recover(); p != nil {
+			j.e.log.Error("panic while applying a command", "op", int(c.Op), "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			r = errReply(errInternal)
+		}
+	}()
+	return j.applyCommand(t, c, now)
+}
+
+func (j *shardJob) applyCommand(t *shard.Table, c *Command, now int64) Reply {
 	switch c.Op {
 	case OpThrottle:
 		return j.throttle(t, c, now)
