@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -223,5 +224,42 @@ func TestJournalWorkloadIsNotTrivial(t *testing.T) {
 	}
 	if keys < 20 || len(j.snapshot()) < 500 {
 		t.Fatalf("workload left %d keys and %d records: too little to prove replay", keys, len(j.snapshot()))
+	}
+}
+
+// failingJournal fails while broken is set.
+type failingJournal struct {
+	memJournal
+	broken bool
+}
+
+func (f *failingJournal) Err() error {
+	if f.broken {
+		return errors.New("disk full")
+	}
+	return nil
+}
+
+func TestMisconfRefusesWritesKeepsReads(t *testing.T) {
+	j := &failingJournal{}
+	e := New(Config{Shards: 2, Journal: j, SweepInterval: -1})
+	defer e.Close()
+	run := func(cmds ...Command) []Reply {
+		var b Batch
+		b.Cmds = cmds
+		e.Execute(&b)
+		return b.Replies
+	}
+	run(Command{Op: OpSet, Key: []byte("a"), Value: []byte("1")})
+	j.broken = true
+	r := run(Command{Op: OpGet, Key: []byte("a")},
+		Command{Op: OpThrottle, Key: []byte("g"), N: [4]int64{4, 1, 1e9, 1}},
+		Command{Op: OpSet, Key: []byte("a"), Value: []byte("2")})
+	if string(r[0].Bulk) != "1" || !errors.Is(r[1].Err, ErrMisconf) || !errors.Is(r[2].Err, ErrMisconf) {
+		t.Fatalf("with a failing journal: %+v", r)
+	}
+	j.broken = false
+	if r := run(Command{Op: OpThrottle, Key: []byte("g"), N: [4]int64{4, 1, 1e9, 1}}); r[0].Kind != ReplyDecision || r[0].Dec.Remaining != 4 {
+		t.Fatalf("after the journal recovered: %+v", r[0])
 	}
 }

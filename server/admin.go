@@ -413,7 +413,7 @@ func (s *Server) configValues() map[string]string {
 		"requirepass":      *s.requirePass.Load(),
 		"databases":        "1",
 		"save":             "",
-		"appendonly":       "no",
+		"appendonly":       map[bool]string{true: "yes", false: "no"}[s.cfg.Persistence != nil],
 		"shards":           strconv.Itoa(s.backend.Shards()),
 	}
 	if s.cfg.Settings != nil {
@@ -475,6 +475,44 @@ func ParseMemory(v string) (int64, error) {
 		return 0, fmt.Errorf("invalid memory size '%s'", v)
 	}
 	return n * mult, nil
+}
+
+var errNoPersistence = errors.New("persistence is off (appendonly no)")
+
+func cmdSave(s *Server, c *client, args [][]byte) {
+	if s.cfg.Persistence == nil {
+		c.writeError(errNoPersistence)
+		return
+	}
+	if err := s.cfg.Persistence.Save(); err != nil {
+		c.writeError(err)
+		return
+	}
+	c.writeOK()
+}
+
+func cmdBgsave(s *Server, c *client, args [][]byte) {
+	if s.cfg.Persistence == nil {
+		c.writeError(errNoPersistence)
+		return
+	}
+	if len(args) > 2 || (len(args) == 2 && !isWord(args[1], "schedule")) {
+		c.writeError(errSyntax)
+		return
+	}
+	if err := s.cfg.Persistence.BackgroundSave(); err != nil {
+		c.writeError(err)
+		return
+	}
+	c.writeStatus("Background saving started")
+}
+
+func cmdLastsave(s *Server, c *client, args [][]byte) {
+	if s.cfg.Persistence == nil {
+		c.writeInt(0)
+		return
+	}
+	c.writeInt(s.cfg.Persistence.LastSave())
 }
 
 // cmdDebug: DEBUG CLOCK SET unix_ms | ADVANCE ms | GET | REAL.
@@ -588,6 +626,11 @@ func cmdInfo(s *Server, c *client, args [][]byte) {
 		"keys_swept:"+strconv.FormatInt(st.Swept, 10),
 		"evicted_keys:0",
 	)
+	persistence := []string{"aof_enabled:0"}
+	if s.cfg.Persistence != nil {
+		persistence = s.cfg.Persistence.InfoLines()
+	}
+	section("persistence", persistence...)
 	keyspace := []string{}
 	if st.Keys > 0 {
 		keyspace = append(keyspace, "db0:keys="+strconv.FormatInt(st.Keys, 10)+",expires=0,avg_ttl=0")

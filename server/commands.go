@@ -195,6 +195,12 @@ func commandList() []*command {
 			summary: "CONFIG GET pattern / CONFIG SET parameter value / CONFIG RESETSTAT.", args: []argSpec{str("subcommand"), opt(many(str("arg")))}, run: cmdConfig},
 		{name: "time", arity: 1, flags: flagFast | flagStale, group: "server", since: "2.6.0",
 			summary: "The server clock: unix seconds and microseconds.", run: cmdTime},
+		{name: "save", arity: 1, flags: flagAdmin, group: "server", since: "1.0.0",
+			summary: "Take a snapshot now and compact the append-only file.", run: cmdSave},
+		{name: "bgsave", arity: -1, flags: flagAdmin, group: "server", since: "1.0.0",
+			summary: "Take a snapshot in the background.", args: []argSpec{token("SCHEDULE")}, run: cmdBgsave},
+		{name: "lastsave", arity: 1, flags: flagFast | flagStale, group: "server", since: "1.0.0",
+			summary: "Unix time of the last successful snapshot.", run: cmdLastsave},
 		{name: "debug", arity: -2, flags: flagAdmin, group: "server", since: "1.0.0",
 			summary: "DEBUG CLOCK SET unix_ms|ADVANCE ms|GET|REAL (needs --enable-debug-command).", args: []argSpec{str("subcommand"), opt(many(str("arg")))}, run: cmdDebug},
 	}

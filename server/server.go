@@ -33,6 +33,15 @@ type Backend interface {
 
 var _ Backend = (*engine.Engine)(nil)
 
+// Persister is standalone persistence, for SAVE, BGSAVE, LASTSAVE and INFO
+// persistence. nil means persistence is off.
+type Persister interface {
+	Save() error
+	BackgroundSave() error
+	LastSave() int64
+	InfoLines() []string
+}
+
 // DebugMode says who may run DEBUG.
 type DebugMode int
 
@@ -61,6 +70,9 @@ type Config struct {
 	// Settings supplies CONFIG GET values the server does not own itself
 	// (port, bind, ...). May be nil.
 	Settings func() map[string]string
+	// Persistence, when set, serves SAVE/BGSAVE/LASTSAVE and INFO
+	// persistence.
+	Persistence Persister
 	// Logger; nil discards.
 	Logger *slog.Logger
 }

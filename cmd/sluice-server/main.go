@@ -24,6 +24,7 @@ import (
 	"syscall"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/persistence"
 	"github.com/sluicehq/sluice/server"
 )
 
@@ -39,6 +40,13 @@ type options struct {
 	shards      int
 	debug       string
 	logLevel    string
+	dir         string
+	appendOnly  string
+	appendFsync string
+	rewritePct  int
+	rewriteMin  string
+	checkLog    string
+	fix         bool
 }
 
 func main() {
@@ -56,6 +64,13 @@ func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&o.shards, "shards", 0, "number of shards, rounded up to a power of two (0: 4 x GOMAXPROCS)")
 	fs.StringVar(&o.debug, "enable-debug-command", "no", "allow DEBUG (the test clock): no, yes or local")
 	fs.StringVar(&o.logLevel, "loglevel", "notice", "debug, verbose, notice or warning")
+	fs.StringVar(&o.dir, "dir", ".", "directory for the append-only file and snapshots")
+	fs.StringVar(&o.appendOnly, "appendonly", "yes", "persist every state change to an append-only file: yes or no")
+	fs.StringVar(&o.appendFsync, "appendfsync", "everysec", "always (reply after fsync, group commit), everysec or no")
+	fs.IntVar(&o.rewritePct, "auto-aof-rewrite-percentage", 100, "snapshot and start a new log when it grew this many percent since the last snapshot (0 disables)")
+	fs.StringVar(&o.rewriteMin, "auto-aof-rewrite-min-size", "64mb", "never rewrite a smaller log")
+	fs.StringVar(&o.checkLog, "check-log", "", "check an append-only file and exit (like redis-check-aof)")
+	fs.BoolVar(&o.fix, "fix", false, "with --check-log: truncate the file at the first bad record")
 	return fs
 }
 
@@ -123,6 +138,9 @@ func run(args []string, stderr io.Writer) int {
 		}
 		return 2
 	}
+	if o.checkLog != "" {
+		return checkLog(o.checkLog, o.fix, stderr)
+	}
 	level, err := logLevel(o.logLevel)
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice-server: %v\n", err)
@@ -155,7 +173,18 @@ func run(args []string, stderr io.Writer) int {
 	}
 
 	eng := engine.New(engine.Config{Shards: o.shards, MaxMemory: maxMemory, Logger: log})
+	durable, err := openDurable(o, eng, log)
+	if err != nil {
+		log.Error("cannot recover persisted state; not starting", "dir", o.dir, "err", err)
+		eng.Close()
+		return 1
+	}
+	var persister server.Persister
+	if durable != nil {
+		persister = durable
+	}
 	srv := server.New(server.Config{
+		Persistence: persister,
 		RequirePass: o.requirePass,
 		MaxClients:  o.maxClients,
 		EnableDebug: dbg,
@@ -171,7 +200,7 @@ func run(args []string, stderr io.Writer) int {
 		addrs[i] = ln.Addr().String()
 	}
 	log.Info("Sluice starting", "version", version, "addr", strings.Join(addrs, ","), "shards", eng.Shards(),
-		"maxmemory", maxMemory, "debug_command", o.debug, "auth", o.requirePass != "")
+		"maxmemory", maxMemory, "debug_command", o.debug, "auth", o.requirePass != "", "appendonly", o.appendOnly)
 
 	serveErr := make(chan error, len(listeners))
 	for _, ln := range listeners {
@@ -190,7 +219,61 @@ func run(args []string, stderr io.Writer) int {
 		code = 1
 	}
 	srv.Close()
+	if durable != nil {
+		if err := durable.Close(); err != nil {
+			log.Error("final snapshot failed; the append-only file still has everything", "err", err)
+		}
+	}
 	eng.Close()
 	log.Info("Sluice is now ready to exit, bye bye...")
 	return code
+}
+
+// openDurable recovers state from --dir and attaches the append-only file,
+// unless --appendonly no.
+func openDurable(o options, eng *engine.Engine, log *slog.Logger) (*engine.Durable, error) {
+	switch strings.ToLower(o.appendOnly) {
+	case "no":
+		return nil, nil
+	case "yes":
+	default:
+		return nil, fmt.Errorf("appendonly must be yes or no, not %q", o.appendOnly)
+	}
+	policy, err := persistence.ParseFsyncPolicy(o.appendFsync)
+	if err != nil {
+		return nil, err
+	}
+	minSize, err := server.ParseMemory(o.rewriteMin)
+	if err != nil {
+		return nil, err
+	}
+	pct := o.rewritePct
+	if pct == 0 {
+		pct = -1
+	}
+	d, err := engine.OpenDurable(eng, engine.DurableConfig{
+		Dir: o.dir, Fsync: policy, AutoRewritePercent: pct, AutoRewriteMinSize: minSize, Logger: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	r := d.Load()
+	log.Info("DB loaded from disk", "dir", o.dir, "snapshot_keys", r.SnapshotKeys, "log_records", r.LogRecords,
+		"torn_bytes_dropped", r.TornBytes, "seconds", r.Duration.Seconds(), "appendfsync", policy.String())
+	return d, nil
+}
+
+// checkLog is the repair tool: report the file's state, and with --fix
+// truncate it at the first bad record.
+func checkLog(path string, fix bool, out io.Writer) int {
+	report, err := persistence.CheckLog(path, fix)
+	if err != nil {
+		fmt.Fprintf(out, "sluice-server --check-log: %v\n", err)
+		return 1
+	}
+	fmt.Fprintln(out, report.String())
+	if !report.OK() && !report.Truncated {
+		return 1
+	}
+	return 0
 }

@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -33,12 +35,7 @@ func requireRedisCLI(t *testing.T) string {
 // its address once it logs that it is ready.
 func startBinary(t *testing.T, args ...string) (addr string, cmd *exec.Cmd) {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "sluice-server")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	cmd = exec.Command(bin, append([]string{"--port", "0"}, args...)...)
+	cmd = exec.Command(buildBinary(t), append([]string{"--port", "0"}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -66,11 +63,37 @@ func startBinary(t *testing.T, args ...string) (addr string, cmd *exec.Cmd) {
 	return addr, cmd
 }
 
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// buildBinary builds sluice-server once per test run.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "sluice-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "sluice-server")
+		if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
 // TestBinaryWithRedisCLI drives the real binary with redis-cli and stops it
 // with SIGTERM.
 func TestBinaryWithRedisCLI(t *testing.T) {
 	cli := requireRedisCLI(t)
-	addr, cmd := startBinary(t, "--enable-debug-command", "local", "--requirepass", "pw")
+	addr, cmd := startBinary(t, "--enable-debug-command", "local", "--requirepass", "pw", "--dir", t.TempDir())
 	host, port, _ := strings.Cut(addr, ":")
 	run := func(args ...string) string {
 		t.Helper()

@@ -1,0 +1,466 @@
+package engine
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/persistence"
+)
+
+// Standalone durability: the journal goes to an append-only log in Dir;
+// snapshots compact it. Files:
+//
+//	sluice.snap      the last snapshot; its meta names the first log
+//	                 generation to replay and, per shard, the last journal
+//	                 seq it already includes
+//	sluice.aof.<N>   log generations; a snapshot starts a new one
+//
+// Start-up loads the snapshot, replays every log from that generation on
+// (skipping records the snapshot includes), and appends to the newest.
+const (
+	snapshotFile = "sluice.snap"
+	logPrefix    = "sluice.aof."
+	genShift     = 40 // a journal seq handed to the engine is gen<<40 | log seq
+)
+
+// DurableConfig configures standalone persistence. The zero value (with a
+// Dir) is usable.
+type DurableConfig struct {
+	// Dir holds the log and snapshot. Default: the working directory.
+	Dir string
+	// Fsync is appendfsync. Default everysec.
+	Fsync persistence.FsyncPolicy
+	// AutoRewritePercent: snapshot (and start a new log) when the log has
+	// grown this many percent over its size after the last snapshot.
+	// Default 100; negative disables.
+	AutoRewritePercent int
+	// AutoRewriteMinSize: never rewrite a log smaller than this. Default
+	// 64 MiB.
+	AutoRewriteMinSize int64
+	// Logger; nil discards.
+	Logger *slog.Logger
+}
+
+// LoadReport says what start-up recovered.
+type LoadReport struct {
+	SnapshotKeys  int
+	LogRecords    uint64
+	SkippedByCopy int // records the snapshot already included
+	TornBytes     int64
+	Duration      time.Duration
+}
+
+// Durable is the standalone persistence of an Engine: it is the engine's
+// Journal, and it takes snapshots. Safe for concurrent use.
+type Durable struct {
+	e   *Engine
+	cfg DurableConfig
+	log *slog.Logger
+
+	mu  sync.RWMutex // guards cur and gen against rotation
+	cur *persistence.Log
+	gen uint64
+
+	saveMu   sync.Mutex
+	saving   atomic.Bool
+	appends  atomic.Uint64
+	baseSize atomic.Int64
+	bg       sync.WaitGroup
+	closed   atomic.Bool
+
+	lastSave      atomic.Int64 // unix seconds
+	lastSaveNanos atomic.Int64 // duration
+	lastSaveErr   atomic.Pointer[string]
+	saves         atomic.Int64
+	load          LoadReport
+}
+
+var _ Journal = (*Durable)(nil)
+
+func logPath(dir string, gen uint64) string {
+	return filepath.Join(dir, logPrefix+strconv.FormatUint(gen, 10))
+}
+
+// OpenDurable recovers the engine's state from Dir and attaches the log as
+// its journal. Corruption anywhere but a torn final record stops it with an
+// error naming the file and offset.
+func OpenDurable(e *Engine, cfg DurableConfig) (*Durable, error) {
+	if cfg.Dir == "" {
+		cfg.Dir = "."
+	}
+	if cfg.AutoRewritePercent == 0 {
+		cfg.AutoRewritePercent = 100
+	}
+	if cfg.AutoRewriteMinSize <= 0 {
+		cfg.AutoRewriteMinSize = 64 << 20
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	d := &Durable{e: e, cfg: cfg, log: log}
+	start := time.Now()
+	firstGen, pos, err := d.loadSnapshot()
+	if err != nil {
+		return nil, err
+	}
+	gens, err := d.logGenerations()
+	if err != nil {
+		return nil, err
+	}
+	for _, g := range gens {
+		if g < firstGen {
+			continue
+		}
+		path := logPath(cfg.Dir, g)
+		res, err := persistence.ReplayLog(path, func(rec []byte) error {
+			return e.Replay(rec, func(s int, seq uint64) bool {
+				if pos.Covers(s, seq) {
+					d.load.SkippedByCopy++
+					return true
+				}
+				return false
+			})
+		})
+		if err != nil {
+			return nil, fmt.Errorf("replaying %s: %w", path, err)
+		}
+		d.load.LogRecords += res.Records
+		if res.TornBytes > 0 {
+			d.load.TornBytes += res.TornBytes
+			log.Warn("cut off a torn record at the end of the append-only file", "file", path, "bytes_dropped", res.TornBytes, "reason", res.TornReason)
+		}
+	}
+	// Logs older than the snapshot are leftovers of a compaction that
+	// stopped before deleting them.
+	for _, g := range gens {
+		if g < firstGen {
+			os.Remove(logPath(cfg.Dir, g))
+		}
+	}
+	d.gen = firstGen
+	if n := len(gens); n > 0 && gens[n-1] >= firstGen {
+		d.gen = gens[n-1]
+		d.cur, err = persistence.OpenLog(logPath(cfg.Dir, d.gen), persistence.LogConfig{Fsync: cfg.Fsync, Logger: log})
+	} else {
+		d.cur, err = persistence.CreateLog(logPath(cfg.Dir, d.gen), persistence.LogConfig{Fsync: cfg.Fsync, Logger: log})
+	}
+	if err != nil {
+		return nil, err
+	}
+	d.baseSize.Store(d.cur.Size())
+	d.load.Duration = time.Since(start)
+	e.SetJournal(d, cfg.Fsync == persistence.FsyncAlways)
+	return d, nil
+}
+
+// Load reports what start-up recovered.
+func (d *Durable) Load() LoadReport { return d.load }
+
+func (d *Durable) logGenerations() ([]uint64, error) {
+	entries, err := os.ReadDir(d.cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	var gens []uint64
+	for _, en := range entries {
+		name := en.Name()
+		if !strings.HasPrefix(name, logPrefix) {
+			continue
+		}
+		g, err := strconv.ParseUint(strings.TrimPrefix(name, logPrefix), 10, 64)
+		if err != nil || g == 0 {
+			continue
+		}
+		gens = append(gens, g)
+	}
+	slices.Sort(gens)
+	return gens, nil
+}
+
+// snapshot meta: first log generation u64 | shard count uvarint | seq per shard uvarint.
+func encodeMeta(firstGen uint64, pos Positions) []byte {
+	b := binary.LittleEndian.AppendUint64(nil, firstGen)
+	b = binary.AppendUvarint(b, uint64(len(pos)))
+	for _, p := range pos {
+		b = binary.AppendUvarint(b, p)
+	}
+	return b
+}
+
+func decodeMeta(b []byte) (uint64, Positions, error) {
+	if len(b) < 8 {
+		return 0, nil, errBadRecord
+	}
+	r := reader{b: b[8:]}
+	n := r.uvarint()
+	if r.err != nil || n > uint64(len(b)) {
+		return 0, nil, errBadRecord
+	}
+	pos := make(Positions, n)
+	for i := range pos {
+		pos[i] = r.uvarint()
+	}
+	if r.err != nil {
+		return 0, nil, errBadRecord
+	}
+	return binary.LittleEndian.Uint64(b), pos, nil
+}
+
+// loadSnapshot restores the snapshot, if any, in chunks.
+func (d *Durable) loadSnapshot() (uint64, Positions, error) {
+	path := filepath.Join(d.cfg.Dir, snapshotFile)
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return 1, nil, nil
+	}
+	const chunk = 8192
+	var recs []SnapshotRecord
+	var arena []byte
+	flush := func() error {
+		err := d.e.Restore(recs)
+		recs, arena = recs[:0], arena[:0]
+		return err
+	}
+	hdr, err := persistence.ReadSnapshotFile(path, func(r persistence.SnapshotRecord) error {
+		// The decoder reuses its buffers: copy into an arena that lives
+		// until the chunk is restored (Restore copies into the tables).
+		start := len(arena)
+		arena = append(arena, r.Key...)
+		arena = append(arena, r.Payload...)
+		recs = append(recs, SnapshotRecord{Kind: r.Kind, ExpireAt: r.ExpireAt,
+			Key: arena[start : start+len(r.Key)], Payload: arena[start+len(r.Key) : len(arena)]})
+		d.load.SnapshotKeys++
+		if len(recs) == chunk {
+			return flush()
+		}
+		return nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	if err != nil {
+		return 0, nil, fmt.Errorf("loading %s: %w", path, err)
+	}
+	firstGen, pos, err := decodeMeta(hdr.Meta)
+	if err != nil {
+		return 0, nil, fmt.Errorf("loading %s: bad meta: %w", path, err)
+	}
+	d.e.clock.Observe(hdr.LastNow)
+	return firstGen, pos, nil
+}
+
+// Append is the Journal's: it appends to the current log generation.
+func (d *Durable) Append(rec []byte) (uint64, error) {
+	d.mu.RLock()
+	seq, err := d.cur.Append(rec)
+	gen := d.gen
+	d.mu.RUnlock()
+	if err != nil {
+		return 0, err
+	}
+	if d.appends.Add(1)%4096 == 0 {
+		d.maybeRewrite()
+	}
+	return gen<<genShift | seq, nil
+}
+
+// WaitDurable is the Journal's. A seq from an older generation is durable:
+// rotation closes (and so fsyncs) the old log.
+func (d *Durable) WaitDurable(seq uint64) error {
+	d.mu.RLock()
+	cur, gen := d.cur, d.gen
+	d.mu.RUnlock()
+	if seq>>genShift != gen {
+		return nil
+	}
+	return cur.WaitDurable(seq & (1<<genShift - 1))
+}
+
+// Err is the Journal's: non-nil while the log cannot persist.
+func (d *Durable) Err() error {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.cur.Err()
+}
+
+func (d *Durable) maybeRewrite() {
+	if d.cfg.AutoRewritePercent < 0 || d.saving.Load() || d.closed.Load() {
+		return
+	}
+	d.mu.RLock()
+	size := d.cur.Size()
+	d.mu.RUnlock()
+	base := d.baseSize.Load()
+	if size < d.cfg.AutoRewriteMinSize || size < base+base*int64(d.cfg.AutoRewritePercent)/100 {
+		return
+	}
+	d.BackgroundSave()
+}
+
+// ErrSaveInProgress: a snapshot is already being taken.
+var ErrSaveInProgress = errors.New("Background save already in progress")
+
+// BackgroundSave starts a snapshot in the background (BGSAVE).
+func (d *Durable) BackgroundSave() error {
+	if !d.saving.CompareAndSwap(false, true) {
+		return ErrSaveInProgress
+	}
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		defer d.saving.Store(false)
+		if err := d.save(); err != nil {
+			d.log.Error("background snapshot failed", "err", err)
+		}
+	}()
+	return nil
+}
+
+// Save takes a snapshot now (SAVE) and compacts the log.
+func (d *Durable) Save() error {
+	if !d.saving.CompareAndSwap(false, true) {
+		return ErrSaveInProgress
+	}
+	defer d.saving.Store(false)
+	return d.save()
+}
+
+// save rotates the log, copies every shard (one at a time, each at its own
+// journal position), writes the snapshot atomically, then deletes the logs
+// it supersedes. Records a shard journals after its copy carry a larger
+// seq and live in the new log, so replay after this snapshot misses
+// nothing and applies nothing twice.
+func (d *Durable) save() (err error) {
+	d.saveMu.Lock()
+	defer d.saveMu.Unlock()
+	start := time.Now()
+	defer func() {
+		d.lastSaveNanos.Store(int64(time.Since(start)))
+		if err != nil {
+			msg := err.Error()
+			d.lastSaveErr.Store(&msg)
+			return
+		}
+		d.lastSaveErr.Store(nil)
+		d.lastSave.Store(time.Now().Unix())
+		d.saves.Add(1)
+	}()
+	newGen := d.gen + 1
+	next, err := persistence.CreateLog(logPath(d.cfg.Dir, newGen), persistence.LogConfig{Fsync: d.cfg.Fsync, Logger: d.log})
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	old := d.cur
+	d.cur, d.gen = next, newGen
+	d.mu.Unlock()
+	if err := old.Close(); err != nil {
+		d.log.Error("closing the previous log generation", "err", err)
+	}
+	shards := d.e.Snapshot()
+	pos := make(Positions, len(shards))
+	for _, s := range shards {
+		pos[s.Shard] = s.Seq
+	}
+	hdr := persistence.SnapshotHeader{LastNow: d.e.clock.Now(), CreatedAt: time.Now().UnixNano(), Meta: encodeMeta(newGen, pos)}
+	_, err = persistence.WriteSnapshotFile(filepath.Join(d.cfg.Dir, snapshotFile), hdr, func(enc *persistence.SnapshotEncoder) error {
+		for i := range shards {
+			err := shards[i].Each(func(r SnapshotRecord) error {
+				return enc.Add(persistence.SnapshotRecord{Kind: r.Kind, ExpireAt: r.ExpireAt, Key: r.Key, Payload: r.Payload})
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	d.baseSize.Store(next.Size())
+	gens, _ := d.logGenerations()
+	for _, g := range gens {
+		if g < newGen {
+			os.Remove(logPath(d.cfg.Dir, g))
+		}
+	}
+	return nil
+}
+
+// Close takes a final snapshot (a clean shutdown then restarts from it
+// without a replay) and closes the log. Call after the engine has stopped
+// taking commands.
+func (d *Durable) Close() error {
+	if d.closed.Swap(true) {
+		return nil
+	}
+	d.bg.Wait()
+	saveErr := d.Save()
+	d.mu.Lock()
+	err := d.cur.Close()
+	d.mu.Unlock()
+	return errors.Join(saveErr, err)
+}
+
+// InfoLines is the INFO persistence section.
+func (d *Durable) InfoLines() []string {
+	d.mu.RLock()
+	st := d.cur.Stats()
+	d.mu.RUnlock()
+	status := "ok"
+	if st.Failed {
+		status = "err"
+	}
+	bgStatus := "ok"
+	if msg := d.lastSaveErr.Load(); msg != nil {
+		bgStatus = "err"
+	}
+	saving := 0
+	if d.saving.Load() {
+		saving = 1
+	}
+	return []string{
+		"aof_enabled:1",
+		"aof_fsync_policy:" + d.cfg.Fsync.String(),
+		"aof_current_size:" + strconv.FormatInt(st.Size, 10),
+		"aof_base_size:" + strconv.FormatInt(d.baseSize.Load(), 10),
+		"aof_last_write_status:" + status,
+		"aof_last_error:" + strings.ReplaceAll(st.LastError, "\n", " "),
+		"aof_write_errors:" + strconv.FormatUint(st.WriteErrors, 10),
+		"aof_fsync_errors:" + strconv.FormatUint(st.FsyncErrors, 10),
+		"aof_fsync_lag_ms:" + strconv.FormatInt(st.FsyncLag.Milliseconds(), 10),
+		"aof_fsyncs:" + strconv.FormatUint(st.Fsyncs, 10),
+		"aof_generation:" + strconv.FormatUint(d.generation(), 10),
+		"rdb_bgsave_in_progress:" + strconv.Itoa(saving),
+		"rdb_last_save_time:" + strconv.FormatInt(d.lastSave.Load(), 10),
+		"rdb_last_bgsave_status:" + bgStatus,
+		"rdb_last_save_duration_ms:" + strconv.FormatInt(time.Duration(d.lastSaveNanos.Load()).Milliseconds(), 10),
+		"rdb_saves:" + strconv.FormatInt(d.saves.Load(), 10),
+		"loading_snapshot_keys:" + strconv.Itoa(d.load.SnapshotKeys),
+		"loading_log_records:" + strconv.FormatUint(d.load.LogRecords, 10),
+		"loading_torn_bytes:" + strconv.FormatInt(d.load.TornBytes, 10),
+		"loading_time_ms:" + strconv.FormatInt(d.load.Duration.Milliseconds(), 10),
+	}
+}
+
+func (d *Durable) generation() uint64 {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.gen
+}
+
+// LastSave is the unix time of the last successful snapshot (LASTSAVE).
+func (d *Durable) LastSave() int64 { return d.lastSave.Load() }
