@@ -191,33 +191,35 @@ func (d *Durable) logGenerations() ([]uint64, error) {
 	return gens, nil
 }
 
-// snapshot meta: first log generation u64 | shard count uvarint | seq per shard uvarint.
-func encodeMeta(firstGen uint64, pos Positions) []byte {
+// snapshot meta: first log generation u64 | shard count uvarint | seq per
+// shard uvarint | key count uvarint.
+func encodeMeta(firstGen uint64, pos Positions, keys int) []byte {
 	b := binary.LittleEndian.AppendUint64(nil, firstGen)
 	b = binary.AppendUvarint(b, uint64(len(pos)))
 	for _, p := range pos {
 		b = binary.AppendUvarint(b, p)
 	}
-	return b
+	return binary.AppendUvarint(b, uint64(keys))
 }
 
-func decodeMeta(b []byte) (uint64, Positions, error) {
+func decodeMeta(b []byte) (uint64, Positions, int, error) {
 	if len(b) < 8 {
-		return 0, nil, errBadRecord
+		return 0, nil, 0, errBadRecord
 	}
 	r := reader{b: b[8:]}
 	n := r.uvarint()
 	if r.err != nil || n > uint64(len(b)) {
-		return 0, nil, errBadRecord
+		return 0, nil, 0, errBadRecord
 	}
 	pos := make(Positions, n)
 	for i := range pos {
 		pos[i] = r.uvarint()
 	}
-	if r.err != nil {
-		return 0, nil, errBadRecord
+	keys := r.uvarint()
+	if r.err != nil || keys > 1<<40 {
+		return 0, nil, 0, errBadRecord
 	}
-	return binary.LittleEndian.Uint64(b), pos, nil
+	return binary.LittleEndian.Uint64(b), pos, int(keys), nil
 }
 
 // loadSnapshot restores the snapshot, if any, in chunks.
@@ -226,6 +228,20 @@ func (d *Durable) loadSnapshot() (uint64, Positions, error) {
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return 1, nil, nil
 	}
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, nil, err
+	}
+	hdr, err := persistence.ReadSnapshotHeader(f)
+	f.Close()
+	if err != nil {
+		return 0, nil, fmt.Errorf("loading %s: %w", path, err)
+	}
+	firstGen, pos, keys, err := decodeMeta(hdr.Meta)
+	if err != nil {
+		return 0, nil, fmt.Errorf("loading %s: bad meta: %w", path, err)
+	}
+	d.e.Reserve(keys)
 	const chunk = 8192
 	var recs []SnapshotRecord
 	var arena []byte
@@ -234,7 +250,7 @@ func (d *Durable) loadSnapshot() (uint64, Positions, error) {
 		recs, arena = recs[:0], arena[:0]
 		return err
 	}
-	hdr, err := persistence.ReadSnapshotFile(path, func(r persistence.SnapshotRecord) error {
+	_, err = persistence.ReadSnapshotFile(path, func(r persistence.SnapshotRecord) error {
 		// The decoder reuses its buffers: copy into an arena that lives
 		// until the chunk is restored (Restore copies into the tables).
 		start := len(arena)
@@ -253,10 +269,6 @@ func (d *Durable) loadSnapshot() (uint64, Positions, error) {
 	}
 	if err != nil {
 		return 0, nil, fmt.Errorf("loading %s: %w", path, err)
-	}
-	firstGen, pos, err := decodeMeta(hdr.Meta)
-	if err != nil {
-		return 0, nil, fmt.Errorf("loading %s: bad meta: %w", path, err)
 	}
 	d.e.clock.Observe(hdr.LastNow)
 	return firstGen, pos, nil
@@ -372,10 +384,12 @@ func (d *Durable) save() (err error) {
 	}
 	shards := d.e.Snapshot()
 	pos := make(Positions, len(shards))
+	keys := 0
 	for _, s := range shards {
 		pos[s.Shard] = s.Seq
+		keys += s.Count
 	}
-	hdr := persistence.SnapshotHeader{LastNow: d.e.clock.Now(), CreatedAt: time.Now().UnixNano(), Meta: encodeMeta(newGen, pos)}
+	hdr := persistence.SnapshotHeader{LastNow: d.e.clock.Now(), CreatedAt: time.Now().UnixNano(), Meta: encodeMeta(newGen, pos, keys)}
 	_, err = persistence.WriteSnapshotFile(filepath.Join(d.cfg.Dir, snapshotFile), hdr, func(enc *persistence.SnapshotEncoder) error {
 		for i := range shards {
 			err := shards[i].Each(func(r SnapshotRecord) error {

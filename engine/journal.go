@@ -309,31 +309,20 @@ func (j *shardJob) appendRecord(w *journalWriter) error {
 	return nil
 }
 
-// snapshotTask copies one shard's live records, on its owner, together
-// with the last journal seq they include.
+// snapshotTask copies one shard's table, on its owner, together with the
+// last journal seq the copy includes.
 type snapshotTask struct {
-	now     int64
-	e       *Engine
-	seq     uint64
-	records []byte // concatenated (kind, expireAt, key, payload) frames
-	count   int
-	done    chan struct{}
+	e     *Engine
+	seq   uint64
+	clone *shard.Table
+	done  chan struct{}
 }
 
 func (s *snapshotTask) Run(t *shard.Table) {
 	// Every record this shard journaled so far has a seq <= this value,
 	// because this shard's records are only appended on this goroutine.
 	s.seq = s.e.journalSeq.Load()
-	t.ForEach(s.now, func(e shard.Entry, exp int64) bool {
-		s.records = append(s.records, byte(e.Kind))
-		s.records = binary.LittleEndian.AppendUint64(s.records, uint64(exp))
-		s.records = binary.AppendUvarint(s.records, uint64(len(e.Key)))
-		s.records = append(s.records, e.Key...)
-		s.records = binary.AppendUvarint(s.records, uint64(len(e.Payload)))
-		s.records = append(s.records, e.Payload...)
-		s.count++
-		return true
-	})
+	s.clone = t.Clone()
 	close(s.done)
 }
 
@@ -349,31 +338,20 @@ type SnapshotRecord struct {
 type ShardSnapshot struct {
 	Shard int
 	Seq   uint64
-	Count int
-	data  []byte
+	Count int // records in the copy, possibly including expired ones
+	now   int64
+	table *shard.Table
 }
 
-// Each calls fn for every record of the shard snapshot.
+// Each calls fn for every live record of the shard snapshot. The slices
+// are valid during the call.
 func (s *ShardSnapshot) Each(fn func(SnapshotRecord) error) error {
-	r := reader{b: s.data}
-	for len(r.b) > 0 {
-		var rec SnapshotRecord
-		rec.Kind = r.byte()
-		if len(r.b) < 8 {
-			return errBadRecord
-		}
-		rec.ExpireAt = int64(binary.LittleEndian.Uint64(r.b))
-		r.b = r.b[8:]
-		rec.Key = r.bytes()
-		rec.Payload = r.bytes()
-		if r.err != nil {
-			return r.err
-		}
-		if err := fn(rec); err != nil {
-			return err
-		}
-	}
-	return nil
+	var err error
+	s.table.ForEach(s.now, func(e shard.Entry, exp int64) bool {
+		err = fn(SnapshotRecord{Kind: uint8(e.Kind), ExpireAt: exp, Key: e.Key, Payload: e.Payload})
+		return err == nil
+	})
+	return err
 }
 
 // Snapshot copies every shard's live state, one shard at a time: each
@@ -386,12 +364,36 @@ func (e *Engine) Snapshot() []ShardSnapshot {
 	now := e.clock.Now()
 	out := make([]ShardSnapshot, len(e.shards))
 	for i, s := range e.shards {
-		task := &snapshotTask{now: now, e: e, done: make(chan struct{})}
+		task := &snapshotTask{e: e, done: make(chan struct{})}
 		s.Submit(task)
 		<-task.done
-		out[i] = ShardSnapshot{Shard: i, Seq: task.seq, Count: task.count, data: task.records}
+		out[i] = ShardSnapshot{Shard: i, Seq: task.seq, Count: task.clone.Len(), now: now, table: task.clone}
 	}
 	return out
+}
+
+// reserveTask sizes one shard's index ahead of a restore.
+type reserveTask struct {
+	n    int
+	done chan struct{}
+}
+
+func (r *reserveTask) Run(t *shard.Table) {
+	t.Reserve(r.n)
+	close(r.done)
+}
+
+// Reserve sizes every shard's index for a restore of total keys.
+func (e *Engine) Reserve(total int) {
+	per := total/len(e.shards) + total/len(e.shards)/8 + 64 // hashing is not perfectly even
+	tasks := make([]*reserveTask, len(e.shards))
+	for i, s := range e.shards {
+		tasks[i] = &reserveTask{n: per, done: make(chan struct{})}
+		s.Submit(tasks[i])
+	}
+	for _, t := range tasks {
+		<-t.done
+	}
 }
 
 // restoreTask inserts snapshot records into one shard's table.

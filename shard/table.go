@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math/bits"
+	"slices"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -238,6 +239,19 @@ func (t *Table) Insert(key []byte, h uint64, kind Kind, expireAt int64, payloadL
 	e.slot = t.place(h, ref)
 	t.count++
 	return e, nil
+}
+
+// Reserve grows the index to hold n records without resizing. Loading keys
+// in hash order (as a snapshot stores them) into a small index would pile
+// them into one probe run; reserving first spreads them over the table.
+func (t *Table) Reserve(n int) {
+	bitsN := uint(64 - t.shift)
+	for n*4 > (1<<bitsN)*3 {
+		bitsN++
+	}
+	if bitsN > uint(64-t.shift) {
+		t.resize(bitsN)
+	}
 }
 
 // Resize gives e a payload of a new length, keeping the first bytes of the
@@ -539,6 +553,28 @@ func (t *Table) ForEach(now int64, fn func(e Entry, expireAt int64) bool) {
 			return
 		}
 	}
+}
+
+// Clone returns a copy of the table that shares nothing with it: a
+// snapshot copies a shard's pages in one memmove each, on the owner, and
+// reads the copy elsewhere, so the owner pauses for a copy, not an encode.
+func (t *Table) Clone() *Table {
+	c := &Table{
+		tags:  slices.Clone(t.tags),
+		refs:  slices.Clone(t.refs),
+		shift: t.shift,
+		count: t.count,
+		pages: make([]page, len(t.pages)),
+		cur:   t.cur,
+		arena: t.arena,
+		evac:  evacuation{page: -1},
+	}
+	for i, p := range t.pages {
+		if p.buf != nil {
+			c.pages[i] = page{buf: slices.Clone(p.buf), live: p.live}
+		}
+	}
+	return c
 }
 
 // Clear drops every record.
