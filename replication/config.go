@@ -1,0 +1,163 @@
+package replication
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Config configures a Node. Dir and ClientAddr are required; every other
+// field has a usable zero value, filled in by Open.
+type Config struct {
+	// ID is this node's Raft server id (40 hex characters, as Redis Cluster
+	// node ids are). Default: the id stored in Dir/node-id, or a new random
+	// one written there. An ID that differs from the stored one is refused:
+	// the log in Dir belongs to the other node.
+	ID string
+	// Dir holds the Raft log and stable store (raft.db), the snapshots and
+	// node-id. Required.
+	Dir string
+	// RaftAddr is the host:port the Raft transport binds. Default
+	// "127.0.0.1:0" (loopback, any free port; for tests).
+	RaftAddr string
+	// AdvertiseRaftAddr is the host:port other members dial. Default: the
+	// bound address, which must then not be a wildcard like 0.0.0.0.
+	AdvertiseRaftAddr string
+	// ClientAddr is the client-facing host:port this node announces; a
+	// follower names the leader's in MOVED replies. Required.
+	ClientAddr string
+	// Bootstrap makes a node with no Raft state start a new group with
+	// itself as the only voter. Ignored when Dir already holds state.
+	Bootstrap bool
+
+	// HeartbeatTimeout is how long a follower waits without hearing from
+	// the leader before it starts an election. Default 500ms.
+	HeartbeatTimeout time.Duration
+	// ElectionTimeout is how long a candidate waits for votes. Default
+	// 500ms. It is also how long a write waits for a leader to appear
+	// before it is answered TRYAGAIN.
+	ElectionTimeout time.Duration
+	// LeaderLeaseTimeout is how long a leader keeps leading without
+	// contact with a quorum; then it steps down and stops deciding.
+	// Default 250ms.
+	LeaderLeaseTimeout time.Duration
+	// CommitTimeout is how long an idle leader waits before telling
+	// followers the commit index, i.e. how stale an idle follower's reads
+	// can be. Default 20ms.
+	CommitTimeout time.Duration
+	// MaxBatch is the number of commands after which the batcher stops
+	// adding waiting pipelines to one Raft entry. Default 4096.
+	MaxBatch int
+	// MaxInflight is the number of Raft entries the leader keeps proposed
+	// but not yet applied. Default 1: while one entry commits the next one
+	// fills, and each entry costs fsyncs on every node, so fewer, bigger
+	// entries win wherever the disk is the bottleneck (see DESIGN.md).
+	MaxInflight int
+	// SnapshotThreshold is the number of new log entries after which a
+	// snapshot is taken. Default 1024.
+	SnapshotThreshold uint64
+	// SnapshotInterval is how often the threshold is checked. Default 30s.
+	SnapshotInterval time.Duration
+	// TrailingLogs is the number of entries kept after a snapshot, so a
+	// briefly absent follower catches up from the log instead of a whole
+	// snapshot. Default 1024.
+	TrailingLogs uint64
+	// NoSync skips fsync in the log store. Unsafe: a machine crash can lose
+	// acknowledged decisions. Default false.
+	NoSync bool
+	// Logger receives the node's and Raft's log lines; nil discards.
+	Logger *slog.Logger
+
+	// addressProvider, when set, overrides the address dialled for a
+	// member: tests route each link through a proxy they can cut.
+	addressProvider raft.ServerAddressProvider
+}
+
+// Defaults.
+const (
+	defaultRaftAddr          = "127.0.0.1:0"
+	defaultHeartbeatTimeout  = 500 * time.Millisecond
+	defaultElectionTimeout   = 500 * time.Millisecond
+	defaultLeaderLease       = 250 * time.Millisecond
+	defaultCommitTimeout     = 20 * time.Millisecond
+	defaultMaxBatch          = 4096
+	defaultMaxInflight       = 1
+	defaultSnapshotThreshold = 1024
+	defaultSnapshotInterval  = 30 * time.Second
+	defaultTrailingLogs      = 1024
+)
+
+func (c *Config) setDefaults() error {
+	if c.Dir == "" {
+		return errors.New("replication: Config.Dir is required")
+	}
+	if c.ClientAddr == "" {
+		return errors.New("replication: Config.ClientAddr is required")
+	}
+	if c.RaftAddr == "" {
+		c.RaftAddr = defaultRaftAddr
+	}
+	setDur := func(d *time.Duration, def time.Duration) {
+		if *d <= 0 {
+			*d = def
+		}
+	}
+	setDur(&c.HeartbeatTimeout, defaultHeartbeatTimeout)
+	setDur(&c.ElectionTimeout, defaultElectionTimeout)
+	setDur(&c.LeaderLeaseTimeout, defaultLeaderLease)
+	setDur(&c.CommitTimeout, defaultCommitTimeout)
+	setDur(&c.SnapshotInterval, defaultSnapshotInterval)
+	if c.MaxBatch <= 0 {
+		c.MaxBatch = defaultMaxBatch
+	}
+	if c.MaxInflight <= 0 {
+		c.MaxInflight = defaultMaxInflight
+	}
+	if c.SnapshotThreshold == 0 {
+		c.SnapshotThreshold = defaultSnapshotThreshold
+	}
+	if c.TrailingLogs == 0 {
+		c.TrailingLogs = defaultTrailingLogs
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// nodeID returns the id for the node whose data lives in dir, creating and
+// storing one when neither the config nor the directory has it.
+func nodeID(dir, want string) (string, error) {
+	path := filepath.Join(dir, "node-id")
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		have := strings.TrimSpace(string(b))
+		if want != "" && want != have {
+			return "", fmt.Errorf("replication: %s belongs to node %s, not %s", dir, have, want)
+		}
+		return have, nil
+	case !errors.Is(err, os.ErrNotExist):
+		return "", err
+	}
+	id := want
+	if id == "" {
+		var r [20]byte
+		if _, err := rand.Read(r[:]); err != nil {
+			return "", err
+		}
+		id = hex.EncodeToString(r[:])
+	}
+	if err := os.WriteFile(path, []byte(id+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	return id, nil
+}

@@ -1,0 +1,236 @@
+package replication
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/persistence"
+)
+
+// fsm applies committed entries to the engine. Raft calls Apply, Snapshot
+// and Restore from one goroutine; the fields below are touched only there.
+type fsm struct {
+	n   *Node
+	eng *engine.Engine
+	log *slog.Logger
+
+	// lastNow is the largest now applied so far: entries are applied at
+	// max(entry now, lastNow), so time never runs backwards on any node,
+	// even when a new leader's clock is behind the old one's. It is part of
+	// the replicated state and of every snapshot.
+	lastNow   int64
+	lastIndex uint64
+	// gate is the maxmemory state the engine is set to: -1 unknown, 0 open,
+	// 1 refusing new state (see flagOverMemory).
+	gate  int8
+	batch engine.Batch
+}
+
+var _ raft.FSM = (*fsm)(nil)
+
+// Apply runs one committed entry. Its result is never needed: replies
+// reach the proposing connections directly (see applyBatch).
+func (f *fsm) Apply(l *raft.Log) any {
+	f.lastIndex = l.Index
+	if l.Type != raft.LogCommand || len(l.Data) == 0 {
+		return nil
+	}
+	switch l.Data[0] {
+	case entryBatch:
+		f.applyBatch(l.Index, l.Data)
+	case entryMember:
+		m, err := decodeMember(l.Data)
+		if err != nil {
+			f.log.Error("replication: skipping malformed member entry", "index", l.Index, "err", err)
+			return nil
+		}
+		f.n.members.apply(m)
+	default:
+		// Every node running this version skips it alike, so state stays
+		// the same everywhere; a newer version's entry kind means the
+		// group is mid-upgrade and this node is the old one.
+		f.log.Error("replication: skipping raft entry of unknown kind; is this node older than the leader?", "index", l.Index, "kind", l.Data[0])
+	}
+	return nil
+}
+
+// applyBatch runs a batch entry at its (clamped) now. On the node that
+// proposed it, while the connections still wait, it runs their own batches
+// (reads included, in pipeline order), so replies land in buffers the
+// connections own and nothing is copied; everywhere else it runs the
+// decoded writes. Reads change nothing, so both give the same state.
+func (f *fsm) applyBatch(index uint64, data []byte) {
+	h, body, err := decodeBatchHeader(data)
+	if err != nil {
+		f.log.Error("replication: skipping malformed batch entry", "index", index, "err", err)
+		return
+	}
+	now := max(h.now, f.lastNow)
+	f.lastNow = now
+	f.setGate(h.flags&flagOverMemory != 0)
+	if h.origin == f.n.origin {
+		if p := f.n.claim(h.seq); p != nil {
+			for _, r := range p.reqs {
+				f.eng.ExecuteAt(r.b, now)
+				r.done <- struct{}{}
+			}
+			return
+		}
+	}
+	b := &f.batch
+	b.Reset()
+	var rest []byte
+	b.Cmds, rest, err = engine.DecodeCommands(body, b.Cmds)
+	if err != nil || len(rest) != 0 {
+		f.log.Error("replication: skipping malformed batch entry", "index", index, "err", err, "trailing", len(rest))
+		return
+	}
+	f.eng.ExecuteAt(b, now)
+}
+
+// setGate makes the engine refuse or allow new state as the leader decided
+// for this entry. The engine checks maxmemory against its own memory use,
+// which differs between nodes (sweeps run at different moments); letting
+// each node decide would let a follower drop a key the leader created.
+// So the leader decides once per entry and every node applies its verdict:
+// a limit of 1 byte refuses every creation, 0 refuses none.
+func (f *fsm) setGate(over bool) {
+	g := int8(0)
+	if over {
+		g = 1
+	}
+	if g == f.gate {
+		return
+	}
+	f.gate = g
+	f.eng.SetMaxMemory(int64(g))
+}
+
+// Snapshot takes per-shard copies of the engine's state; the slow part,
+// writing them out, happens in Persist while Apply goes on.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	// TODO(engine): Engine.Snapshot drops records expired by the local
+	// clock, which may be ahead of the now of entries already proposed but
+	// not yet applied; a snapshot at f.lastNow (Engine.SnapshotAt) would
+	// close that window. See DESIGN.md, "Snapshots".
+	return &fsmSnapshot{
+		shards: f.eng.Snapshot(),
+		header: persistence.SnapshotHeader{
+			LastNow:   f.lastNow,
+			LogSeq:    f.lastIndex,
+			CreatedAt: time.Now().UnixNano(),
+			Meta:      encodeMembers(f.n.members.snapshot()),
+		},
+	}, nil
+}
+
+// Restore replaces the state with a snapshot's.
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	flush := &engine.Batch{Cmds: []engine.Command{{Op: engine.OpFlushAll}}}
+	f.eng.ExecuteAt(flush, f.lastNow)
+	if r := flush.Replies[0]; r.Kind == engine.ReplyError {
+		return fmt.Errorf("replication: restore: clearing state: %w", r.Err)
+	}
+	rs := restorer{eng: f.eng}
+	h, err := persistence.DecodeSnapshot(rc, rs.add)
+	if err == nil {
+		err = rs.flush()
+	}
+	if err != nil {
+		return fmt.Errorf("replication: restore snapshot: %w", err)
+	}
+	m, err := decodeMembers(h.Meta)
+	if err != nil {
+		return fmt.Errorf("replication: restore snapshot members: %w", err)
+	}
+	f.n.members.replace(m)
+	f.lastNow = h.LastNow
+	f.lastIndex = h.LogSeq
+	f.eng.Clock().Observe(h.LastNow)
+	f.gate = -1
+	f.log.Info("replication: restored snapshot", "records", rs.total, "last_now", h.LastNow)
+	return nil
+}
+
+// restorer loads decoded records into the engine in chunks, copying each
+// record out of the decoder's buffer into a slab reused per chunk.
+type restorer struct {
+	eng   *engine.Engine
+	recs  []engine.SnapshotRecord
+	slab  []byte
+	total int
+}
+
+const restoreChunk = 4096
+
+func (r *restorer) add(rec persistence.SnapshotRecord) error {
+	need := len(rec.Key) + len(rec.Payload)
+	if cap(r.slab)-len(r.slab) < need {
+		// Earlier records keep pointing into the old slab.
+		r.slab = make([]byte, 0, max(1<<20, need))
+	}
+	start := len(r.slab)
+	r.slab = append(r.slab, rec.Key...)
+	r.slab = append(r.slab, rec.Payload...)
+	key := r.slab[start : start+len(rec.Key) : start+len(rec.Key)]
+	payload := r.slab[start+len(rec.Key) : len(r.slab) : len(r.slab)]
+	r.recs = append(r.recs, engine.SnapshotRecord{Kind: rec.Kind, ExpireAt: rec.ExpireAt, Key: key, Payload: payload})
+	if len(r.recs) == restoreChunk {
+		return r.flush()
+	}
+	return nil
+}
+
+func (r *restorer) flush() error {
+	if len(r.recs) == 0 {
+		return nil
+	}
+	if err := r.eng.Restore(r.recs); err != nil {
+		return err
+	}
+	r.total += len(r.recs)
+	// Restore copied the records into the tables: the slab is free again.
+	r.recs = r.recs[:0]
+	r.slab = r.slab[:0]
+	return nil
+}
+
+// fsmSnapshot is a point-in-time copy of the state, written by Persist.
+type fsmSnapshot struct {
+	shards []engine.ShardSnapshot
+	header persistence.SnapshotHeader
+}
+
+// Persist writes the copy in the shared snapshot codec.
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if err := s.write(sink); err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("replication: persist snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (s *fsmSnapshot) write(w io.Writer) error {
+	enc, err := persistence.NewSnapshotEncoder(w, s.header)
+	if err != nil {
+		return err
+	}
+	for i := range s.shards {
+		err := s.shards[i].Each(func(r engine.SnapshotRecord) error {
+			return enc.Add(persistence.SnapshotRecord(r))
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return enc.Close()
+}
+
+// Release drops the copy.
+func (s *fsmSnapshot) Release() { s.shards = nil }
