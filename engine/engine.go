@@ -57,6 +57,7 @@ type Engine struct {
 	maxMemory atomic.Int64
 	closing   atomic.Bool
 
+	sweepNow    atomic.Pointer[func() int64]
 	journal     Journal
 	waitDurable bool
 	journalSeq  atomic.Uint64
@@ -197,6 +198,11 @@ func (e *Engine) overMemory() bool {
 func (e *Engine) SetJournal(j Journal, waitDurable bool) {
 	e.journal, e.waitDurable = j, waitDurable
 }
+
+// SetSweepClock makes the background sweeper free what has expired as of
+// now(), not the local clock. Cluster mode passes the last applied time,
+// so a follower never frees a key the log still treats as live.
+func (e *Engine) SetSweepClock(now func() int64) { e.sweepNow.Store(&now) }
 
 // JournalSeq is the last journal sequence assigned.
 func (e *Engine) JournalSeq() uint64 { return e.journalSeq.Load() }
@@ -386,6 +392,9 @@ func (e *Engine) sweeper() {
 		case <-tick.C:
 		}
 		now := e.clock.Now()
+		if f := e.sweepNow.Load(); f != nil {
+			now = (*f)()
+		}
 		for i := range tasks {
 			// Skip a shard whose previous sweep is still queued behind work.
 			if tasks[i].pending.Swap(true) {

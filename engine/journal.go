@@ -358,10 +358,14 @@ func (s *ShardSnapshot) Each(fn func(SnapshotRecord) error) error {
 // owner pauses only for its own copy, never the whole key space at once.
 // The returned positions tell replay which journal records each shard's
 // copy already includes.
-func (e *Engine) Snapshot() []ShardSnapshot {
+func (e *Engine) Snapshot() []ShardSnapshot { return e.SnapshotAt(e.clock.Now()) }
+
+// SnapshotAt is Snapshot leaving out what has expired at now. Cluster mode
+// passes the last applied time: the local clock may run ahead of entries
+// already proposed, which must still see keys live until then.
+func (e *Engine) SnapshotAt(now int64) []ShardSnapshot {
 	e.bigOps.Lock()
 	defer e.bigOps.Unlock()
-	now := e.clock.Now()
 	out := make([]ShardSnapshot, len(e.shards))
 	for i, s := range e.shards {
 		task := &snapshotTask{e: e, done: make(chan struct{})}

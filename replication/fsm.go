@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -25,6 +26,9 @@ type fsm struct {
 	// the replicated state and of every snapshot.
 	lastNow   int64
 	lastIndex uint64
+	// appliedNow mirrors lastNow for the engine's sweeper, which runs on
+	// another goroutine.
+	appliedNow atomic.Int64
 	// gate is the maxmemory state the engine is set to: -1 unknown, 0 open,
 	// 1 refusing new state (see flagOverMemory).
 	gate  int8
@@ -72,6 +76,7 @@ func (f *fsm) applyBatch(index uint64, data []byte) {
 	}
 	now := max(h.now, f.lastNow)
 	f.lastNow = now
+	f.appliedNow.Store(now)
 	f.setGate(h.flags&flagOverMemory != 0)
 	if h.origin == f.n.origin {
 		if p := f.n.claim(h.seq); p != nil {
@@ -114,12 +119,10 @@ func (f *fsm) setGate(over bool) {
 // Snapshot takes per-shard copies of the engine's state; the slow part,
 // writing them out, happens in Persist while Apply goes on.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
-	// TODO(engine): Engine.Snapshot drops records expired by the local
-	// clock, which may be ahead of the now of entries already proposed but
-	// not yet applied; a snapshot at f.lastNow (Engine.SnapshotAt) would
-	// close that window. See DESIGN.md, "Snapshots".
+	// At the applied time, not the local clock: entries already proposed
+	// but not yet applied must still find the keys they expect.
 	return &fsmSnapshot{
-		shards: f.eng.Snapshot(),
+		shards: f.eng.SnapshotAt(f.lastNow),
 		header: persistence.SnapshotHeader{
 			LastNow:   f.lastNow,
 			LogSeq:    f.lastIndex,
@@ -151,6 +154,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	}
 	f.n.members.replace(m)
 	f.lastNow = h.LastNow
+	f.appliedNow.Store(h.LastNow)
 	f.lastIndex = h.LogSeq
 	f.eng.Clock().Observe(h.LastNow)
 	f.gate = -1

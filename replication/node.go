@@ -159,6 +159,7 @@ func Open(cfg Config, eng *engine.Engine) (*Node, error) {
 	}
 	n.members.m = map[string]member{}
 	n.fsm = &fsm{n: n, eng: eng, log: n.log, gate: -1}
+	eng.SetSweepClock(n.fsm.appliedNow.Load)
 	// From here on the FSM drives the engine's limit (see fsm.setGate).
 	n.maxMemory.Store(eng.MaxMemory())
 	eng.SetMaxMemory(0)
