@@ -147,11 +147,25 @@ func cmdHello(s *Server, c *client, args [][]byte) {
 	c.writeBulkString("id")
 	c.writeInt(c.id)
 	c.writeBulkString("mode")
-	c.writeBulkString("standalone")
+	c.writeBulkString(s.mode())
 	c.writeBulkString("role")
-	c.writeBulkString("master")
+	c.writeBulkString(s.role())
 	c.writeBulkString("modules")
 	c.writeArray(0)
+}
+
+func (s *Server) mode() string {
+	if _, ok := s.clustered(); ok {
+		return "cluster"
+	}
+	return "standalone"
+}
+
+func (s *Server) role() string {
+	if cl, ok := s.clustered(); ok && !cl.ClusterView().Self.Leader {
+		return "replica"
+	}
+	return "master"
 }
 
 func validName(b []byte) error {
@@ -586,7 +600,7 @@ func cmdInfo(s *Server, c *client, args [][]byte) {
 	section("server",
 		"sluice_version:"+s.cfg.Version,
 		"redis_version:7.2.0",
-		"redis_mode:standalone",
+		"redis_mode:"+s.mode(),
 		"os:"+runtime.GOOS+" "+runtime.GOARCH,
 		"go_version:"+runtime.Version(),
 		"process_id:"+strconv.Itoa(os.Getpid()),
@@ -626,6 +640,12 @@ func cmdInfo(s *Server, c *client, args [][]byte) {
 		"keys_swept:"+strconv.FormatInt(st.Swept, 10),
 		"evicted_keys:0",
 	)
+	section("replication", s.replicationLines()...)
+	clusterEnabled := "0"
+	if _, ok := s.clustered(); ok {
+		clusterEnabled = "1"
+	}
+	section("cluster", "cluster_enabled:"+clusterEnabled)
 	persistence := []string{"aof_enabled:0"}
 	if s.cfg.Persistence != nil {
 		persistence = s.cfg.Persistence.InfoLines()

@@ -39,8 +39,9 @@ type client struct {
 	libVer  string
 	lastCmd string
 
-	authed bool
-	quit   bool
+	authed   bool
+	quit     bool
+	readonly bool // READONLY: reads may be served by a follower
 
 	rbuf       []byte
 	start, end int
@@ -260,6 +261,7 @@ func (c *client) flushBatch() {
 		return
 	}
 	if len(c.batch.Cmds) > 0 {
+		c.batch.ReadOnly = c.readonly
 		c.s.backend.Execute(&c.batch)
 	}
 	for _, sl := range c.slots {

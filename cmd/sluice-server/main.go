@@ -11,9 +11,13 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"path/filepath"
+
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/redis/go-redis/v9"
 	"io"
 	"log/slog"
 	"net"
@@ -22,9 +26,11 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/persistence"
+	"github.com/sluicehq/sluice/replication"
 	"github.com/sluicehq/sluice/server"
 )
 
@@ -47,6 +53,17 @@ type options struct {
 	rewriteMin  string
 	checkLog    string
 	fix         bool
+
+	clusterEnabled   string
+	clusterNodeID    string
+	clusterRaftAddr  string
+	clusterAnnounce  string
+	clusterRaftAnn   string
+	clusterBootstrap string
+	clusterJoin      string
+	clusterHeartbeat time.Duration
+	clusterElection  time.Duration
+	clusterLease     time.Duration
 }
 
 func main() {
@@ -71,6 +88,16 @@ func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.rewriteMin, "auto-aof-rewrite-min-size", "64mb", "never rewrite a smaller log")
 	fs.StringVar(&o.checkLog, "check-log", "", "check an append-only file and exit (like redis-check-aof)")
 	fs.BoolVar(&o.fix, "fix", false, "with --check-log: truncate the file at the first bad record")
+	fs.StringVar(&o.clusterEnabled, "cluster-enabled", "no", "run as a member of a Raft group: yes or no")
+	fs.StringVar(&o.clusterNodeID, "cluster-node-id", "", "this node's id (40 hex characters; default: stored in --dir, or generated)")
+	fs.StringVar(&o.clusterRaftAddr, "cluster-raft-addr", "", "host:port the Raft transport binds (default: bind address, port+10000; port 0 when --port is 0)")
+	fs.StringVar(&o.clusterRaftAnn, "cluster-announce-raft-addr", "", "host:port other members dial for Raft (default: the bound Raft address)")
+	fs.StringVar(&o.clusterAnnounce, "cluster-announce-addr", "", "client host:port this node announces in MOVED and CLUSTER replies (default: the listening address)")
+	fs.StringVar(&o.clusterBootstrap, "cluster-bootstrap", "no", "yes on the first node of a new group")
+	fs.StringVar(&o.clusterJoin, "cluster-join", "", "client address of any member: ask it to add this node")
+	fs.DurationVar(&o.clusterHeartbeat, "cluster-heartbeat-timeout", 500*time.Millisecond, "Raft heartbeat timeout")
+	fs.DurationVar(&o.clusterElection, "cluster-election-timeout", 500*time.Millisecond, "Raft election timeout")
+	fs.DurationVar(&o.clusterLease, "cluster-lease-timeout", 250*time.Millisecond, "Raft leader lease")
 	return fs
 }
 
@@ -173,8 +200,20 @@ func run(args []string, stderr io.Writer) int {
 	}
 
 	eng := engine.New(engine.Config{Shards: o.shards, MaxMemory: maxMemory, Logger: log})
-	durable, err := openDurable(o, eng, log)
-	if err != nil {
+	var backend server.Backend = eng
+	var node *replication.Node
+	var durable *engine.Durable
+	clusterMode := strings.EqualFold(o.clusterEnabled, "yes")
+	if clusterMode {
+		// The Raft log is the journal: --appendonly does not apply.
+		node, err = openNode(o, eng, listeners[0].Addr().String(), log)
+		if err != nil {
+			log.Error("cannot start cluster mode", "err", err)
+			eng.Close()
+			return 1
+		}
+		backend = node
+	} else if durable, err = openDurable(o, eng, log); err != nil {
 		log.Error("cannot recover persisted state; not starting", "dir", o.dir, "err", err)
 		eng.Close()
 		return 1
@@ -193,7 +232,7 @@ func run(args []string, stderr io.Writer) int {
 		Settings: func() map[string]string {
 			return map[string]string{"port": strconv.Itoa(o.port), "bind": o.bind, "loglevel": o.logLevel}
 		},
-	}, eng)
+	}, backend)
 
 	addrs := make([]string, len(listeners))
 	for i, ln := range listeners {
@@ -207,6 +246,13 @@ func run(args []string, stderr io.Writer) int {
 		go func() { serveErr <- srv.Serve(ln) }()
 	}
 	log.Info("Ready to accept connections", "addr", addrs[0])
+	if clusterMode && o.clusterJoin != "" {
+		go func() {
+			if err := joinCluster(o, node, log); err != nil {
+				log.Error("could not join the cluster", "via", o.clusterJoin, "err", err)
+			}
+		}()
+	}
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
@@ -219,6 +265,11 @@ func run(args []string, stderr io.Writer) int {
 		code = 1
 	}
 	srv.Close()
+	if node != nil {
+		if err := node.Close(); err != nil {
+			log.Error("closing the cluster node", "err", err)
+		}
+	}
 	if durable != nil {
 		if err := durable.Close(); err != nil {
 			log.Error("final snapshot failed; the append-only file still has everything", "err", err)
@@ -276,4 +327,66 @@ func checkLog(path string, fix bool, out io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// openNode starts this process's Raft member.
+func openNode(o options, eng *engine.Engine, listenAddr string, log *slog.Logger) (*replication.Node, error) {
+	raftAddr := o.clusterRaftAddr
+	if raftAddr == "" {
+		host, _, _ := net.SplitHostPort(listenAddr)
+		port := 0
+		if o.port != 0 {
+			port = o.port + 10000
+		}
+		raftAddr = net.JoinHostPort(host, strconv.Itoa(port))
+	}
+	announce := o.clusterAnnounce
+	if announce == "" {
+		announce = listenAddr
+	}
+	node, err := replication.Open(replication.Config{
+		ID:                 o.clusterNodeID,
+		Dir:                filepath.Join(o.dir, "raft"),
+		RaftAddr:           raftAddr,
+		AdvertiseRaftAddr:  o.clusterRaftAnn,
+		ClientAddr:         announce,
+		Bootstrap:          strings.EqualFold(o.clusterBootstrap, "yes"),
+		HeartbeatTimeout:   o.clusterHeartbeat,
+		ElectionTimeout:    o.clusterElection,
+		LeaderLeaseTimeout: o.clusterLease,
+		Logger:             log,
+	}, eng)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("cluster mode", "node_id", node.ID(), "raft_addr", node.RaftAddr(), "client_addr", node.ClientAddr(),
+		"bootstrap", o.clusterBootstrap)
+	return node, nil
+}
+
+// joinCluster asks a member to add this node, following MOVED to the
+// leader and retrying while the group elects one. Joining is idempotent.
+func joinCluster(o options, node *replication.Node, log *slog.Logger) error {
+	addr := o.clusterJoin
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		rdb := redis.NewClient(&redis.Options{Addr: addr, Password: o.requirePass, Protocol: 2, MaxRetries: -1,
+			DialTimeout: 2 * time.Second, ReadTimeout: 5 * time.Second})
+		err := rdb.Do(context.Background(), "CLUSTER", "JOIN", node.ID(), node.RaftAddr(), node.ClientAddr()).Err()
+		rdb.Close()
+		if err == nil {
+			log.Info("joined the cluster", "via", addr)
+			return nil
+		}
+		msg := err.Error()
+		if f := strings.Fields(msg); len(f) == 3 && f[0] == "MOVED" {
+			addr = f[2]
+			continue
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		log.Info("waiting to join the cluster", "via", addr, "reply", msg)
+		time.Sleep(500 * time.Millisecond)
+	}
 }
