@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
