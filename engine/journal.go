@@ -145,9 +145,9 @@ func (r *reader) command(depth int) (Command, error) {
 
 // journalWriter accumulates one shard part's mutating commands.
 type journalWriter struct {
-	buf   []byte
-	count int
-	at    int // offset of the count field's start
+	buf       []byte
+	count     int
+	headerLen int // where the commands start; the count goes there
 }
 
 func (w *journalWriter) begin(shardIdx int, seq uint64, now int64) {
@@ -156,6 +156,7 @@ func (w *journalWriter) begin(shardIdx int, seq uint64, now int64) {
 	w.buf = binary.AppendUvarint(w.buf, seq)
 	w.buf = binary.AppendVarint(w.buf, now)
 	w.count = 0
+	w.headerLen = len(w.buf)
 }
 
 func (w *journalWriter) add(c *Command) {
@@ -165,7 +166,8 @@ func (w *journalWriter) add(c *Command) {
 
 // finish puts the count after the header. Commands are appended first and
 // the count spliced in, so the common case needs one pass.
-func (w *journalWriter) finish(headerLen int) []byte {
+func (w *journalWriter) finish() []byte {
+	headerLen := w.headerLen
 	var tmp [binary.MaxVarintLen64]byte
 	n := binary.PutUvarint(tmp[:], uint64(w.count))
 	w.buf = append(w.buf, tmp[:n]...)
@@ -293,15 +295,7 @@ func (j *shardJob) journal(cmds []Command, replies []Reply, idx []int32, now int
 }
 
 func (j *shardJob) appendRecord(w *journalWriter) error {
-	// The header is everything before the first command; find its end to
-	// splice the count in.
-	r := reader{b: w.buf}
-	r.byte()
-	r.uvarint()
-	r.uvarint()
-	r.varint()
-	rec := w.finish(len(w.buf) - len(r.b))
-	seq, err := j.e.journal.Append(rec)
+	seq, err := j.e.journal.Append(w.finish())
 	if err != nil {
 		return err
 	}
