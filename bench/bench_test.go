@@ -30,7 +30,11 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(fakeSluiceEnv); mode != "" {
 		os.Exit(fakeSluice(mode, os.Args[1:]))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	for _, dir := range builtDirs {
+		os.RemoveAll(dir)
+	}
+	os.Exit(code)
 }
 
 // fakeSluice listens where --bind/--port say, logs the ready line as the
@@ -79,7 +83,8 @@ func fakeSluice(mode string, args []string) int {
 		srv.Close()
 	}()
 	if mode != "silent" {
-		log.Info("Ready to accept connections", "addr", ln.Addr().String(), "shards", 2)
+		cwd, _ := os.Getwd()
+		log.Info("Ready to accept connections", "addr", ln.Addr().String(), "shards", 2, "cwd", cwd, "args", strings.Join(args, " "))
 	}
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, net.ErrClosed) {
 		log.Info("serve ended", "err", err)
@@ -109,6 +114,12 @@ func TestSluiceStarterAndModes(t *testing.T) {
 	}()
 	if !strings.HasPrefix(s.Addr, "127.0.0.1:") || strings.HasSuffix(s.Addr, ":0") {
 		t.Fatalf("addr %q", s.Addr)
+	}
+	// Persistence off, and a working directory of its own.
+	out := s.Output()
+	wd, _ := os.Getwd()
+	if !strings.Contains(out, "--appendonly no") || !strings.Contains(out, "sluice-bench-sluice-") || strings.Contains(out, "cwd="+wd+" ") {
+		t.Fatalf("server started without --appendonly no in a temp dir:\n%s", out)
 	}
 	target := Target{Kind: KindSluice, Addr: s.Addr}
 	for _, mode := range []string{"cl.throttle", "sw.check", "fw.check"} {
@@ -240,16 +251,21 @@ func TestReports(t *testing.T) {
 	results := []Result{
 		{Target: "sluice", Kind: "sluice", Mode: "cl.throttle", Family: "gcra", Conns: 50, Pipeline: 16,
 			Requests: 1000, Allowed: 900, Limited: 100, Throughput: 200000,
+			ServerCPU: 1100 * time.Microsecond, ServerCPUPerOp: 1.1, ServerCPUUtil: 0.97,
 			Latency: Latency{P50: 15 * time.Microsecond, P90: 20 * time.Microsecond, P99: 2 * time.Millisecond, P999: 3 * time.Millisecond, Max: time.Second}},
 		{Target: "redis", Kind: "redis", Mode: "lua-gcra", Family: "gcra", Conns: 50, Pipeline: 16,
-			Requests: 1000, Allowed: 899, Limited: 100, Errors: 1, Throughput: 100000, FirstError: "NOSCRIPT No matching script"},
+			Requests: 1000, Allowed: 899, Limited: 100, Errors: 1, Throughput: 100000, FirstError: "NOSCRIPT No matching script",
+			ServerCPU: 7400 * time.Microsecond, ServerCPUPerOp: 7.4, ServerCPUUtil: 0.99},
+		{Target: "redis", Kind: "redis", Mode: "ping", Family: "ping", Conns: 50, Pipeline: 16, Requests: 10, Throughput: 10},
 	}
 	var table bytes.Buffer
 	if err := WriteTable(&table, results); err != nil {
 		t.Fatal(err)
 	}
 	out := table.String()
-	for _, want := range []string{"decisions/s", "15.0us", "2.00ms", "1.00s", "gcra: sluice cl.throttle / redis lua-gcra throughput = 2.00x", "NOSCRIPT"} {
+	for _, want := range []string{"decisions/s", "15.0us", "2.00ms", "1.00s", "gcra: sluice cl.throttle / redis lua-gcra throughput = 2.00x",
+		"gcra: redis lua-gcra uses 7.40 us/decision, sluice cl.throttle 1.10 us (6.7x less)",
+		"1.10us", "97%", "NOSCRIPT"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
@@ -267,8 +283,20 @@ func TestReports(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows, err := csv.NewReader(&cs).ReadAll()
-	if err != nil || len(rows) != 3 || len(rows[0]) != len(rows[1]) {
+	if err != nil || len(rows) != 4 || len(rows[0]) != len(rows[1]) {
 		t.Fatalf("CSV: %v %v", err, rows)
+	}
+	col := map[string]int{}
+	for i, name := range rows[0] {
+		col[name] = i
+	}
+	if rows[1][col["server_cpu_us_per_op"]] != "1.100" || rows[2][col["server_cpu_ns"]] != "7400000" ||
+		rows[1][col["server_cpu_util"]] != "0.970" || rows[3][col["server_cpu_us_per_op"]] != "0.000" {
+		t.Fatalf("CSV CPU columns: %v", rows)
+	}
+	if back.Results[0].ServerCPUPerOp != 1.1 || !strings.Contains(js.String(), `"server_cpu_us_per_op": 1.1`) ||
+		strings.Contains(js.String(), `"server_cpu_us_per_op": 0`) {
+		t.Fatalf("JSON CPU fields: %s", js.String())
 	}
 }
 

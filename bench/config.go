@@ -3,7 +3,9 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
+	"strconv"
 	"time"
 )
 
@@ -37,6 +39,11 @@ type Config struct {
 	Keys int
 	// Hot is the fraction of requests (0..1) sent to one extra hot key.
 	Hot float64
+	// Split, when Split.Of > 1, sends only one share of the key space:
+	// the keys whose CRC32 (IEEE) modulo Of is Index, which is what a
+	// client that spreads keys over Of servers by CRC32 sends to server
+	// Index. The hot key is sent regardless of its share.
+	Split KeySplit
 	// Seed seeds the key choice; connection i uses (Seed, i). Default 1.
 	Seed uint64
 	// KeyPrefix starts every key. Default "sluice-bench:<mode>:".
@@ -111,8 +118,42 @@ func (c Config) prepare() (Config, *mode, error) {
 	case c.Timeout < 0:
 		return c, m, fmt.Errorf("timeout %v: must not be negative", c.Timeout)
 	}
+	if c.Split.Of > 1 && (c.Split.Index < 0 || c.Split.Index >= c.Split.Of) {
+		return c, m, fmt.Errorf("split index %d: must be in [0, %d)", c.Split.Index, c.Split.Of)
+	}
 	if err := c.Limit.validate(); err != nil {
 		return c, m, err
 	}
 	return c, m, nil
+}
+
+// KeySplit names one share of a key space split over Of servers by CRC32.
+// The zero value (and Of == 1) means the whole key space.
+type KeySplit struct {
+	Of, Index int
+}
+
+// shareOf returns the key numbers in [0, keys) whose key (prefix + number)
+// falls in the share, or nil for no split.
+func (s KeySplit) shareOf(prefix string, keys int) []uint64 {
+	if s.Of <= 1 {
+		return nil
+	}
+	var share []uint64
+	key := []byte(prefix)
+	for n := range uint64(keys) {
+		key = strconv.AppendUint(key[:len(prefix)], n, 10)
+		if int(crc32.ChecksumIEEE(key)%uint32(s.Of)) == s.Index {
+			share = append(share, n)
+		}
+	}
+	return share
+}
+
+// Owner returns which of Of servers a key goes to.
+func (s KeySplit) Owner(key string) int {
+	if s.Of <= 1 {
+		return 0
+	}
+	return int(crc32.ChecksumIEEE([]byte(key)) % uint32(s.Of))
 }

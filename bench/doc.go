@@ -67,6 +67,19 @@
 // the traffic on one key) or a small --keys gives a mix of allowed and
 // limited.
 //
+// Server CPU: when a target carries the server's pid (Target.Pid; the
+// command sets it for the servers it starts), Run reads that process's CPU
+// time (user + system over all its threads, from the kernel's per-process
+// CPU clock, in ns; /proc/<pid>/stat is the fallback) just before the load
+// starts and just after the last reply, and reports the server's CPU per
+// request (Result.ServerCPUPerOp, in us) and its utilisation in cores. On a
+// 2-core machine the generator on one core can barely out-run a server on
+// the other, so throughput ratios are capped by the client; CPU per
+// decision is the figure that compares servers, and the table prints a
+// line per family such as
+//
+//	gcra: redis lua-gcra uses 7.54 us/decision, sluice cl.throttle 1.30 us (5.8x less)
+//
 // Errors: a target that cannot be dialled, a lost connection, a timeout
 // (Config.Timeout, default 5s, per write and per reply) or a protocol error
 // ends the run with an error and a partial Result. Error replies (for
@@ -118,4 +131,30 @@
 //
 //	sluice-bench --start-sluice ./sluice-server --sluice-cpu 0 \
 //	    --start-redis --redis-cpu 0 --cpu 1 -t gcra,incr -c 50 -P 16 -d 5s
+//
+// # Experiments
+//
+// RunExperiment reproduces the published measurements of EXPERIMENTS.md,
+// each against a real redis-server running the usual scripts and against
+// Sluice, on servers it starts itself (Sluice with its debug clock, so that
+// requests can be placed at exact instants):
+//
+//	boundary      fixed window vs sliding counter vs sliding log vs GCRA at a
+//	              window boundary, and under a uniform stream
+//	reset-race    the two-command reset race vs one Lua script vs FW.CHECK
+//	reset-header  the reset a response reports: now + TTL vs a stored reset
+//	replica-lag   deciding off a replica behind a delaying loopback proxy
+//	              (Redis only until Sluice's cluster mode exists)
+//	eviction      allkeys-lru evicting limiters vs Sluice's -OOM
+//	shards        Sluice --shards 1/2/4/8 vs one or two Redis servers (keys
+//	              split by CRC32), uniform keys and one hot key
+//
+// Each returns an ExperimentReport: a CSV with every number, gonum/plot
+// charts and a markdown section, written by WriteExperiment. Smoke mode
+// (ExperimentConfig.Smoke) bounds each to a few seconds; TestExperimentsSmoke
+// runs them all and checks the headline facts.
+//
+//	sluice-bench experiment NAME...|all [--out DIR] [--smoke]
+//	    [--start-sluice PATH] [--sluice-args "..."] [--redis-server PATH]
+//	    [--server-cpu N] [--cpu N] [--seed S] [-q]
 package bench

@@ -176,6 +176,11 @@ type Target struct {
 	Name string // shown in reports; default Kind's name, or Addr for KindAny
 	Addr string // host:port; must be loopback unless Config.AllowRemote
 	Kind Kind
+	// Pid, when positive, is the server's process id (a server this
+	// program started, see Server.Pid): Run then reads the process's CPU
+	// time before and after the load and reports the server's CPU per
+	// request. 0: not measured.
+	Pid int
 }
 
 func (t Target) label() string {

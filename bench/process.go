@@ -9,6 +9,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -109,7 +111,7 @@ func StartRedis(ctx context.Context, opts RedisOptions) (*Server, error) {
 			"--logfile", "",
 		}
 		args = append(args, opts.Args...)
-		s, err := startProcess(ctx, "redis", bin, args, opts.PinCPU, opts.CPU, 10*time.Second, func(line string) (string, bool) {
+		s, err := startProcess(ctx, "redis", bin, args, dir, opts.PinCPU, opts.CPU, 10*time.Second, func(line string) (string, bool) {
 			if strings.Contains(line, "Ready to accept connections") {
 				return "127.0.0.1:" + strconv.Itoa(port), true
 			}
@@ -144,9 +146,13 @@ type SluiceOptions struct {
 	ReadyTimeout time.Duration
 }
 
-// StartSluice starts sluice-server with --port 0 --bind 127.0.0.1 and
-// waits for the log line that says it is listening (msg="Ready to accept
-// connections" with addr=HOST:PORT, from slog's TextHandler on stderr).
+// StartSluice starts sluice-server with --port 0 --bind 127.0.0.1
+// --appendonly no (as StartRedis turns Redis's persistence off; an
+// --appendonly in Args overrides it) in a temporary working directory of
+// its own, removed when it exits, so that no server ever loads another's
+// state. It waits for the log line that says it is listening
+// (msg="Ready to accept connections" with addr=HOST:PORT, from slog's
+// TextHandler on stderr).
 func StartSluice(ctx context.Context, opts SluiceOptions) (*Server, error) {
 	if opts.Path == "" {
 		return nil, errors.New("start sluice: no sluice-server path")
@@ -155,15 +161,32 @@ func StartSluice(ctx context.Context, opts SluiceOptions) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start sluice: %w", err)
 	}
+	// The working directory changes below: resolve a relative path first.
+	if abs, err := filepath.Abs(bin); err == nil {
+		bin = abs
+	}
 	timeout := opts.ReadyTimeout
 	if timeout == 0 {
 		timeout = 10 * time.Second
 	}
-	args := append([]string{"--port", "0", "--bind", "127.0.0.1"}, opts.Args...)
-	s, err := startProcess(ctx, "sluice", bin, args, opts.PinCPU, opts.CPU, timeout, parseReadyLine)
+	args := []string{"--port", "0", "--bind", "127.0.0.1"}
+	if !slices.ContainsFunc(opts.Args, func(a string) bool { return strings.HasPrefix(strings.TrimLeft(a, "-"), "appendonly") }) {
+		args = append(args, "--appendonly", "no")
+	}
+	args = append(args, opts.Args...)
+	dir, err := os.MkdirTemp("", "sluice-bench-sluice-")
 	if err != nil {
 		return nil, fmt.Errorf("start sluice: %w", err)
 	}
+	s, err := startProcess(ctx, "sluice", bin, args, dir, opts.PinCPU, opts.CPU, timeout, parseReadyLine)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("start sluice: %w", err)
+	}
+	go func() {
+		<-s.exited
+		os.RemoveAll(dir)
+	}()
 	return s, nil
 }
 
@@ -190,10 +213,10 @@ func parseReadyLine(line string) (string, bool) {
 	return "", false
 }
 
-// startProcess starts bin (under taskset when pin is set), reads its
+// startProcess starts bin in dir (under taskset when pin is set), reads its
 // combined output line by line until ready returns an address, and keeps
 // draining the output afterwards so the server never blocks on a full pipe.
-func startProcess(ctx context.Context, name, bin string, args []string, pin bool, cpu int, timeout time.Duration,
+func startProcess(ctx context.Context, name, bin string, args []string, dir string, pin bool, cpu int, timeout time.Duration,
 	ready func(line string) (string, bool)) (*Server, error) {
 	argv := append([]string{bin}, args...)
 	if pin {
@@ -210,6 +233,7 @@ func startProcess(ctx context.Context, name, bin string, args []string, pin bool
 		return nil, err
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = dir
 	cmd.Stdout = pw
 	cmd.Stderr = pw
 	cmd.SysProcAttr = serverProcAttr()

@@ -48,6 +48,19 @@ type Result struct {
 	Throughput float64       `json:"per_second"` // replies per second of Elapsed
 
 	Latency Latency `json:"latency"`
+
+	// ServerCPU is the CPU time (user + system, all threads) the server
+	// process used while the load ran; zero when Target.Pid was not set or
+	// could not be read. ServerCPUPerOp is that per reply, in
+	// microseconds, and ServerCPUUtil is ServerCPU / Elapsed (1 = one core
+	// busy throughout). On a machine where the load generator cannot
+	// saturate the server, CPU per request compares servers where
+	// throughput cannot.
+	ServerCPU      time.Duration `json:"server_cpu_ns,omitempty"`
+	ServerCPUPerOp float64       `json:"server_cpu_us_per_op,omitempty"`
+	ServerCPUUtil  float64       `json:"server_cpu_util,omitempty"`
+	// CPUError says why server CPU was not measured although Pid was set.
+	CPUError string `json:"cpu_error,omitempty"`
 	// Hist holds every per-request latency in nanoseconds; nil when the
 	// run did not start.
 	Hist *hdrhistogram.Histogram `json:"-"`
@@ -148,6 +161,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 
 	req := m.request(cfg.Limit, sha)
+	share := cfg.Split.shareOf(cfg.KeyPrefix, cfg.Keys)
+	if cfg.Split.Of > 1 && len(share) == 0 && cfg.Hot < 1 {
+		return fail(fmt.Errorf("none of the %d keys falls in share %d of %d", cfg.Keys, cfg.Split.Index, cfg.Split.Of))
+	}
 	st := &runState{
 		done:     ctx.Done(),
 		timeout:  cfg.Timeout,
@@ -165,6 +182,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	workers := make([]*worker, cfg.Conns)
 	for i, c := range conns {
 		workers[i] = newWorker(i, c, cfg, req)
+		workers[i].share = share
 		if st.interval > 0 {
 			// Stagger the schedules so connections do not all fire together.
 			workers[i].offset = st.interval * time.Duration(i) / time.Duration(cfg.Conns)
@@ -180,6 +198,16 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	})
 	defer stopClose()
 
+	// Server CPU is read as close around the load as possible: after the
+	// connections and the script are set up, after the last reply.
+	var cpuBefore time.Duration
+	pid := cfg.Target.Pid
+	if pid > 0 {
+		if cpuBefore, err = processCPU(pid); err != nil {
+			res.CPUError = err.Error()
+			pid = 0
+		}
+	}
 	st.start = time.Now()
 	if cfg.Duration > 0 {
 		st.deadline = st.start.Add(cfg.Duration)
@@ -206,6 +234,13 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		}()
 	}
 	wg.Wait()
+	if pid > 0 {
+		if after, err := processCPU(pid); err != nil {
+			res.CPUError = err.Error()
+		} else {
+			res.ServerCPU = after - cpuBefore
+		}
+	}
 
 	end := st.start
 	res.Hist = hdrhistogram.New(histMin, histMax, histDigits)
@@ -236,6 +271,14 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		res.Throughput = float64(res.Requests) / res.Elapsed.Seconds()
 	}
 	res.Latency = summarize(res.Hist)
+	if res.ServerCPU > 0 {
+		if res.Requests > 0 {
+			res.ServerCPUPerOp = float64(res.ServerCPU) / float64(time.Microsecond) / float64(res.Requests)
+		}
+		if res.Elapsed > 0 {
+			res.ServerCPUUtil = float64(res.ServerCPU) / float64(res.Elapsed)
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return fail(err)
 	}
@@ -304,6 +347,7 @@ type worker struct {
 	rng      *rand.Rand
 	keys     uint64
 	hot      float64
+	share    []uint64 // with a key split: the key numbers to draw from
 
 	key       []byte // prefix, then the key's suffix
 	prefixLen int
@@ -353,7 +397,11 @@ func (w *worker) nextKey() []byte {
 	if w.hot > 0 && w.rng.Float64() < w.hot {
 		return w.hotKey
 	}
-	w.key = strconv.AppendUint(w.key[:w.prefixLen], w.rng.Uint64N(w.keys), 10)
+	n := w.rng.Uint64N(w.keys)
+	if w.share != nil {
+		n = w.share[w.rng.Uint64N(uint64(len(w.share)))]
+	}
+	w.key = strconv.AppendUint(w.key[:w.prefixLen], n, 10)
 	return w.key
 }
 

@@ -8,7 +8,9 @@
 --   KEYS[1]  limiter key; the counters are KEYS[1]..':'..index. They are
 --            derived inside the script, so this runs on standalone Redis
 --            only (a cluster would refuse undeclared keys).
---   ARGV     limit, window (seconds, decimal allowed), cost
+--   ARGV     limit, window (seconds, decimal allowed), cost, [now_ms]
+--            now_ms, when given, replaces Redis's clock: the experiments'
+--            emulated clock, never sent by the load generator
 --   reply    {limited, limit, remaining, retry_after_ms, reset_after_ms}
 
 -- Reads the clock, then writes: replicate effects, not the script.
@@ -18,8 +20,11 @@ local limit = tonumber(ARGV[1])
 local window_ms = math.floor(tonumber(ARGV[2]) * 1000)
 local cost = tonumber(ARGV[3])
 
-local clock = redis.call('TIME')
-local now_ms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local now_ms = tonumber(ARGV[4])
+if not now_ms then
+  local clock = redis.call('TIME')
+  now_ms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+end
 local index = math.floor(now_ms / window_ms)
 local elapsed = now_ms - index * window_ms
 

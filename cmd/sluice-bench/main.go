@@ -71,11 +71,15 @@ type options struct {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "experiment" {
+		return runExperiments(args[1:], stdout, stderr)
+	}
 	var o options
 	fs := flag.NewFlagSet("sluice-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `Usage: sluice-bench [flags]
+       sluice-bench experiment NAME... [flags]   (see sluice-bench experiment -h)
 
 Loads Sluice and/or a real Redis with the same workload and prints one table.
 Load goes to loopback only. Each family in -t runs on every target in that
@@ -177,7 +181,7 @@ Flags:
 		}
 		servers = append(servers, s)
 		fmt.Fprintf(stderr, "started sluice-server pid %d on %s%s\n", s.Pid(), s.Addr, cpuNote(s.CPU))
-		targets = append(targets, bench.Target{Kind: bench.KindSluice, Addr: s.Addr})
+		targets = append(targets, bench.Target{Kind: bench.KindSluice, Addr: s.Addr, Pid: s.Pid()})
 	} else if o.sluiceAddr != "" {
 		targets = append(targets, bench.Target{Kind: bench.KindSluice, Addr: o.sluiceAddr})
 	}
@@ -189,7 +193,7 @@ Flags:
 		}
 		servers = append(servers, s)
 		fmt.Fprintf(stderr, "started redis-server pid %d on %s%s\n", s.Pid(), s.Addr, cpuNote(s.CPU))
-		targets = append(targets, bench.Target{Kind: bench.KindRedis, Addr: s.Addr})
+		targets = append(targets, bench.Target{Kind: bench.KindRedis, Addr: s.Addr, Pid: s.Pid()})
 	} else if o.redisAddr != "" {
 		targets = append(targets, bench.Target{Kind: bench.KindRedis, Addr: o.redisAddr})
 	}
