@@ -254,12 +254,26 @@ func (e *Engine) executeAt(b *Batch, now int64) {
 	if e.journal != nil && !b.replaying {
 		misconf = e.journal.Err()
 	}
-	for i := range b.Cmds {
+	for i := 0; i < len(b.Cmds); i++ {
 		c := &b.Cmds[i]
 		switch {
 		case misconf != nil && isWrite(c):
 			b.Replies[i] = errReply(ErrMisconf)
-		case c.Op >= OpMulti:
+		case c.Op == OpMulti || c.Op == OpLimitAll:
+			// Consecutive multi-key commands share one hold of the
+			// shards they need: a pipeline of LIMIT.ALLs pays the
+			// hand-offs once, not once per command.
+			e.flush(b)
+			end := i + 1
+			for end < len(b.Cmds) && (b.Cmds[end].Op == OpMulti || b.Cmds[end].Op == OpLimitAll) && end-i < 256 {
+				end++
+			}
+			if misconf != nil {
+				end = i + 1
+			}
+			e.executeHeld(b, i, end)
+			i = end - 1
+		case c.Op > OpMulti:
 			e.flush(b)
 			b.Replies[i] = e.executeMulti(c, b.now, b)
 		default:

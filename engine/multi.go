@@ -11,51 +11,73 @@ import (
 
 var errUnknownOp = errors.New("unknown operation")
 
-// lockStepTask runs one shard's part of a command that must see several
-// shards at one instant. The owner runs prepare, reports ready, and then
-// waits for the coordinator's verdict before running commit: while it
-// waits, nothing else touches its table.
-type lockStepTask struct {
-	prepare func(t *shard.Table)
-	commit  func(t *shard.Table)
-	ready   chan<- struct{}
+// holdTask lends a shard's table to a coordinator: the owner hands its
+// table over and parks until released, so while it waits nobody else
+// touches the table and the coordinator has it alone.
+type holdTask struct {
+	tables  chan<- *shard.Table
 	release <-chan struct{}
-	done    *sync.WaitGroup
 }
 
-func (l *lockStepTask) Run(t *shard.Table) {
-	l.prepare(t)
-	l.ready <- struct{}{}
-	<-l.release
-	if l.commit != nil {
-		l.commit(t)
-	}
-	l.done.Done()
+func (h *holdTask) Run(t *shard.Table) {
+	h.tables <- t
+	<-h.release
 }
 
-// lockStep takes the shards in ascending order, each one only after the one
+// held is a set of shards taken in ascending order and released together.
+type held struct {
+	tables  map[int]*shard.Table
+	release chan struct{}
+}
+
+// hold takes the shards in ascending order, each one only after the one
 // before it is held, so two multi-shard commands can never wait on each
-// other in a cycle. It runs prepare on every shard, then decide, then
-// commit, and releases all shards together.
-func (e *Engine) lockStep(shards []int, prepare func(s int, t *shard.Table), decide func(), commit func(s int, t *shard.Table)) {
-	ready := make(chan struct{})
-	release := make(chan struct{})
-	var done sync.WaitGroup
-	done.Add(len(shards))
+// other in a cycle.
+func (e *Engine) hold(shards []int) *held {
+	h := &held{tables: make(map[int]*shard.Table, len(shards)), release: make(chan struct{})}
+	tables := make(chan *shard.Table)
 	for _, s := range shards {
-		task := &lockStepTask{ready: ready, release: release, done: &done}
-		task.prepare = func(t *shard.Table) { prepare(s, t) }
-		if commit != nil {
-			task.commit = func(t *shard.Table) { commit(s, t) }
+		e.shards[s].Submit(&holdTask{tables: tables, release: h.release})
+		h.tables[s] = <-tables
+	}
+	return h
+}
+
+// done releases every shard; the close orders the coordinator's writes
+// before the owners' next reads.
+func (h *held) done() { close(h.release) }
+
+// executeHeld runs b.Cmds[from:to] (multi-key commands and LIMIT.ALLs) in
+// order while holding the union of the shards they touch.
+func (e *Engine) executeHeld(b *Batch, from, to int) {
+	var shards []int
+	for i := from; i < to; i++ {
+		for _, s := range e.shardsOf(b.Cmds[i].Sub) {
+			if !slices.Contains(shards, s) {
+				shards = append(shards, s)
+			}
 		}
-		e.shards[s].Submit(task)
-		<-ready
 	}
-	if decide != nil {
-		decide()
+	slices.Sort(shards)
+	h := e.hold(shards)
+	defer h.done()
+	jobs := make(map[int]*shardJob, len(shards))
+	for _, s := range shards {
+		jobs[s] = &shardJob{e: e, b: b, shard: s}
 	}
-	close(release)
-	done.Wait()
+	for i := from; i < to; i++ {
+		c := &b.Cmds[i]
+		if c.Op == OpLimitAll {
+			b.Replies[i] = e.limitAll(c, b.now, h, jobs)
+		} else {
+			b.Replies[i] = e.multiKey(c, b.now, h, jobs)
+		}
+	}
+	for s, j := range jobs {
+		e.stats[s].allowed.Add(j.allowed)
+		e.stats[s].limited.Add(j.limited)
+		b.durable = max(b.durable, j.durableSeq)
+	}
 }
 
 // shardsOf hashes the sub-commands' keys and returns the sorted shards they
@@ -85,10 +107,6 @@ func (e *Engine) allShards() []int {
 // it in the batch has completed.
 func (e *Engine) executeMulti(c *Command, now int64, b *Batch) Reply {
 	switch c.Op {
-	case OpMulti:
-		return e.multiKey(c, now, b)
-	case OpLimitAll:
-		return e.limitAll(c, now, b)
 	case OpKeys:
 		return e.keys(c, now)
 	case OpScan:
@@ -99,61 +117,49 @@ func (e *Engine) executeMulti(c *Command, now int64, b *Batch) Reply {
 	return errReply(errUnknownOp)
 }
 
-// multiJobs makes one job per shard for a multi-shard command, with the
-// indexes of the sub-commands that shard owns.
-func (e *Engine) multiJobs(subs []Command, b *Batch, dryRun bool) ([]int, map[int]*shardJob, map[int][]int32) {
-	shards := e.shardsOf(subs)
-	jobs := make(map[int]*shardJob, len(shards))
-	idx := make(map[int][]int32, len(shards))
-	for _, s := range shards {
-		jobs[s] = &shardJob{e: e, b: b, shard: s, dryRun: dryRun}
-	}
-	for i := range subs {
-		s := e.shardOf(subs[i].hash)
-		idx[s] = append(idx[s], int32(i))
-	}
-	return shards, jobs, idx
-}
-
-// noteDurable folds the jobs' journal positions into the batch's.
-func noteDurable(b *Batch, jobs map[int]*shardJob) {
-	if b == nil {
-		return
-	}
-	for _, j := range jobs {
-		b.durable = max(b.durable, j.durableSeq)
-	}
-}
-
 func (e *Engine) flushAll(c *Command, now int64, b *Batch) Reply {
 	e.bigOps.Lock()
 	defer e.bigOps.Unlock()
+	h := e.hold(e.allShards())
+	defer h.done()
+	for _, t := range h.tables {
+		t.Clear()
+	}
+	// Journaled while every shard is held, as one record for all.
 	j := &shardJob{e: e, b: b, shard: AllShards}
-	e.lockStep(e.allShards(), func(_ int, t *shard.Table) { t.Clear() }, func() {
-		// Journaled while every shard is held, as one record for all.
-		if err := j.journal([]Command{*c}, []Reply{okReply()}, []int32{0}, now); err != nil {
-			e.log.Error("journal append failed", "err", err)
-		}
-	}, nil)
-	noteDurable(b, map[int]*shardJob{0: j})
+	if err := j.journal([]Command{*c}, []Reply{okReply()}, []int32{0}, now); err != nil {
+		e.log.Error("journal append failed", "err", err)
+	}
+	if b != nil {
+		b.durable = max(b.durable, j.durableSeq)
+	}
 	return okReply()
 }
 
-// multiKey runs one single-key sub-command per key (DEL, EXISTS, MGET,
-// LIMIT.RESET) atomically across shards.
-func (e *Engine) multiKey(c *Command, now int64, b *Batch) Reply {
-	replies := make([]Reply, len(c.Sub))
-	shards, jobs, idx := e.multiJobs(c.Sub, b, false)
-	e.lockStep(shards, func(s int, t *shard.Table) {
-		j := jobs[s]
-		for _, i := range idx[s] {
-			replies[i] = j.apply(t, &c.Sub[i], now)
+// subsOn lists the sub-commands of c that live on shard s.
+func (e *Engine) subsOn(c *Command, s int) []int32 {
+	var idx []int32
+	for i := range c.Sub {
+		if e.shardOf(c.Sub[i].hash) == s {
+			idx = append(idx, int32(i))
 		}
-		if err := j.journal(c.Sub, replies, idx[s], now); err != nil {
+	}
+	return idx
+}
+
+// multiKey runs one single-key sub-command per key (DEL, EXISTS, MGET,
+// LIMIT.RESET) on the held shards, each shard's part journaled as its own.
+func (e *Engine) multiKey(c *Command, now int64, h *held, jobs map[int]*shardJob) Reply {
+	replies := make([]Reply, len(c.Sub))
+	for _, s := range e.shardsOf(c.Sub) {
+		j, idx := jobs[s], e.subsOn(c, s)
+		for _, i := range idx {
+			replies[i] = j.apply(h.tables[s], &c.Sub[i], now)
+		}
+		if err := j.journal(c.Sub, replies, idx, now); err != nil {
 			e.log.Error("journal append failed", "err", err)
 		}
-	}, nil, nil)
-	noteDurable(b, jobs)
+	}
 	if c.Multi == MultiArray {
 		return Reply{Kind: ReplyArray, Items: replies}
 	}
@@ -171,7 +177,7 @@ func (e *Engine) multiKey(c *Command, now int64, b *Batch) Reply {
 // of them or none. Each limit's reply is its decision at that instant: a
 // limit that trips reports its own state, and the others report what they
 // would have been, with nothing consumed.
-func (e *Engine) limitAll(c *Command, now int64, b *Batch) Reply {
+func (e *Engine) limitAll(c *Command, now int64, h *held, jobs map[int]*shardJob) Reply {
 	for i := range c.Sub {
 		for k := 0; k < i; k++ {
 			if string(c.Sub[k].Key) == string(c.Sub[i].Key) {
@@ -180,49 +186,41 @@ func (e *Engine) limitAll(c *Command, now int64, b *Batch) Reply {
 		}
 	}
 	replies := make([]Reply, len(c.Sub))
-	shards, jobs, idx := e.multiJobs(c.Sub, b, true)
 	firstTrip := -1
-	e.lockStep(shards, func(s int, t *shard.Table) {
-		for _, i := range idx[s] {
-			replies[i] = jobs[s].apply(t, &c.Sub[i], now)
-		}
-	}, func() {
-		for i, r := range replies {
-			if r.Kind == ReplyError || r.Dec.Limited {
-				firstTrip = i
-				break
-			}
-		}
-	}, func(s int, t *shard.Table) {
-		if firstTrip >= 0 {
-			return
-		}
+	for i := range c.Sub {
+		s := e.shardOf(c.Sub[i].hash)
 		j := jobs[s]
-		j.dryRun, j.committing = false, true
-		for _, i := range idx[s] {
-			replies[i] = j.apply(t, &c.Sub[i], now)
+		// The dry run decides without writing or counting.
+		allowed, limited := j.allowed, j.limited
+		j.dryRun = true
+		replies[i] = j.apply(h.tables[s], &c.Sub[i], now)
+		j.dryRun = false
+		j.allowed, j.limited = allowed, limited
+		if firstTrip < 0 && (replies[i].Kind == ReplyError || replies[i].Dec.Limited) {
+			firstTrip = i
 		}
-		// Each shard journals its own part as plain decisions: they were
-		// allowed against this state, so replay allows them again.
-		if err := j.journal(c.Sub, replies, idx[s], now); err != nil {
-			e.log.Error("journal append failed", "err", err)
-		}
-		e.stats[s].allowed.Add(j.allowed)
-	})
-	noteDurable(b, jobs)
+	}
 	if firstTrip >= 0 {
 		if replies[firstTrip].Kind == ReplyError {
 			return replies[firstTrip]
 		}
-		e.stats[e.shardOf(c.Sub[firstTrip].hash)].limited.Add(1)
+		jobs[e.shardOf(c.Sub[firstTrip].hash)].limited++
+		return Reply{Kind: ReplyArray, Items: []Reply{intReply(1), intReply(int64(firstTrip)), {Kind: ReplyArray, Items: replies}}}
 	}
-	limited := int64(0)
-	if firstTrip >= 0 {
-		limited = 1
+	for _, s := range e.shardsOf(c.Sub) {
+		j, idx := jobs[s], e.subsOn(c, s)
+		j.committing = true
+		for _, i := range idx {
+			replies[i] = j.apply(h.tables[s], &c.Sub[i], now)
+		}
+		j.committing = false
+		// Each shard journals its own part as plain decisions: they were
+		// allowed against this state, so replay allows them again.
+		if err := j.journal(c.Sub, replies, idx, now); err != nil {
+			e.log.Error("journal append failed", "err", err)
+		}
 	}
-	return Reply{Kind: ReplyArray, Items: []Reply{
-		intReply(limited), intReply(int64(firstTrip)), {Kind: ReplyArray, Items: replies},
-	}}
+	return Reply{Kind: ReplyArray, Items: []Reply{intReply(0), intReply(-1), {Kind: ReplyArray, Items: replies}}}
 }
 
 // keysTask collects one shard's keys matching a glob pattern.
