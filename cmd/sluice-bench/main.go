@@ -46,6 +46,7 @@ type options struct {
 	hot         float64
 	modes       string
 	jsonPath    string
+	plotPath    string
 	csvPath     string
 	seed        uint64
 	keyPrefix   string
@@ -104,6 +105,7 @@ Flags:
 	fs.Float64Var(&o.hot, "hot", 0, "fraction of requests (0..1) on one hot key")
 	fs.StringVar(&o.modes, "t", "gcra", "modes or families, comma-separated: "+strings.Join(bench.ModeNames(), ", ")+"; families: ping, incr, gcra, sliding-window, fixed-window, sliding-log")
 	fs.StringVar(&o.jsonPath, "json", "", "write results as JSON to this file")
+	fs.StringVar(&o.plotPath, "plot", "", "write charts (decisions/s and latency per target) as PNG files named after this path")
 	fs.StringVar(&o.csvPath, "csv", "", "write results as CSV to this file")
 	fs.Uint64Var(&o.seed, "seed", 0, "key-choice seed (0: from the clock; the seed used is printed)")
 	fs.StringVar(&o.keyPrefix, "key-prefix", "", `key prefix (default "sluice-bench:<mode>:")`)
@@ -268,6 +270,15 @@ Flags:
 		if err := writeFile(o.jsonPath, func(w io.Writer) error { return bench.WriteJSON(w, report) }); err != nil {
 			fmt.Fprintf(stderr, "sluice-bench: %v\n", err)
 			status = exitFailed
+		}
+	}
+	if o.plotPath != "" {
+		files, err := bench.WritePlots(o.plotPath, report.Results)
+		if err != nil {
+			fmt.Fprintf(stderr, "sluice-bench: %v\n", err)
+			status = exitFailed
+		} else {
+			fmt.Fprintf(stderr, "charts: %s\n", strings.Join(files, ", "))
 		}
 	}
 	if o.csvPath != "" {
