@@ -144,7 +144,8 @@
 //	reset-race    the two-command reset race vs one Lua script vs FW.CHECK
 //	reset-header  the reset a response reports: now + TTL vs a stored reset
 //	replica-lag   deciding off a replica behind a delaying loopback proxy
-//	              (Redis only until Sluice's cluster mode exists)
+//	              (Redis primary + replica; a three-node Sluice group whose
+//	              follower's Raft link is delayed)
 //	eviction      allkeys-lru evicting limiters vs Sluice's -OOM
 //	shards        Sluice --shards 1/2/4/8 vs one or two Redis servers (keys
 //	              split by CRC32), uniform keys and one hot key

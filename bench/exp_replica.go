@@ -42,12 +42,24 @@ type lagRow struct {
 	// Wrong counts rejections whose fresh primary state still had at least
 	// lagFreshAtLeast of lagLimit left.
 	Wrong int
+	// Stale counts requests at which the replica's (follower's) own state
+	// still showed the used window, that is what deciding from it said:
+	// for the Redis replica design these are its rejections.
+	Stale int
+	// Sluice only: decisions the lagging follower answered itself (a
+	// follower never should) and decisions it redirected with -MOVED.
+	FollowerAnswered, Redirected int
 }
 
 type lagResult struct {
 	Trials int // per lag
-	Rows   []lagRow
-	Notes  []string
+	Lags   []time.Duration
+	Sluice bool // the Sluice half ran
+	// SluiceMarkers is the number of writes behind each measured lag of
+	// the Sluice follower.
+	SluiceMarkers int
+	Rows          []lagRow
+	Notes         []string
 }
 
 func (r *lagResult) find(design string, lag time.Duration) *lagRow {
@@ -62,9 +74,6 @@ func (r *lagResult) find(design string, lag time.Duration) *lagRow {
 const (
 	lagReplica = "Redis: decide from the replica, increment and headers from the primary"
 	lagPrimary = "Redis: decide and report from the primary's one atomic result"
-	// SluiceClusterSkipped is printed for the Sluice half until cluster
-	// mode exists.
-	SluiceClusterSkipped = "Sluice: cluster mode not built yet (skipped)"
 )
 
 func runReplicaLag(ctx context.Context, env *expEnv) (*lagResult, error) {
@@ -72,50 +81,70 @@ func runReplicaLag(ctx context.Context, env *expEnv) (*lagResult, error) {
 	if env.smoke() {
 		trials, lags = lagTrialsSmoke, lagLagsSmoke
 	}
-	res := &lagResult{Trials: trials, Notes: []string{SluiceClusterSkipped}}
-	env.logf("  %s", SluiceClusterSkipped)
+	res := &lagResult{Trials: trials, Lags: lags}
+	if err := runRedisLag(ctx, env, res); err != nil {
+		return nil, err
+	}
+	if !env.hasSluice() {
+		res.Notes = append(res.Notes, skippedSluice)
+		env.logf("  %s", skippedSluice)
+		return res, nil
+	}
+	if err := runSluiceLag(ctx, env, res); err != nil {
+		return nil, fmt.Errorf("sluice: %w", err)
+	}
+	res.Sluice = true
+	return res, nil
+}
 
+// runRedisLag runs the Redis half at each lag, appends its rows and stops
+// its servers.
+func runRedisLag(ctx context.Context, env *expEnv, res *lagResult) error {
 	// No 5 s wait before the replica's first (diskless) sync.
 	primarySrv, primary, err := env.startRedis(ctx, "--repl-diskless-sync-delay", "0")
 	if err != nil {
-		return nil, fmt.Errorf("primary: %w", err)
+		return fmt.Errorf("primary: %w", err)
 	}
 	proxy, err := startDelayProxy(primarySrv.Addr)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer proxy.Close()
 	_, port, _ := strings.Cut(proxy.Addr(), ":")
 	replicaSrv, replica, err := env.startRedis(ctx, "--replicaof", "127.0.0.1", port)
 	if err != nil {
-		return nil, fmt.Errorf("replica: %w", err)
+		return fmt.Errorf("replica: %w", err)
 	}
 	if err := waitReplicaUp(ctx, replica); err != nil {
-		return nil, fmt.Errorf("replica %s: %w", replicaSrv.Addr, err)
+		return fmt.Errorf("replica %s: %w", replicaSrv.Addr, err)
 	}
 	sha, err := loadLua(ctx, primary, raceScript)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	rng := rand.New(rand.NewPCG(env.cfg.Seed, 4))
-	for _, lag := range lags {
+	for _, lag := range res.Lags {
 		proxy.SetLag(lag)
 		measured, err := measureReplicationLag(ctx, primary, replica)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		viaReplica := lagRow{Design: lagReplica, Lag: lag, Measured: measured}
 		viaPrimary := lagRow{Design: lagPrimary, Lag: lag, Measured: measured}
-		for trial := range trials {
+		for trial := range res.Trials {
 			if err := lagTrial(ctx, rng, primary, replica, sha, fmt.Sprintf("lag:%d:%d:", lag.Milliseconds(), trial), &viaReplica, &viaPrimary); err != nil {
-				return nil, fmt.Errorf("lag %v trial %d: %w", lag, trial, err)
+				return fmt.Errorf("lag %v trial %d: %w", lag, trial, err)
 			}
 		}
+		// Deciding from the replica rejects exactly when it still shows
+		// the used window.
+		viaReplica.Stale = viaReplica.Rejected
 		res.Rows = append(res.Rows, viaReplica, viaPrimary)
 		env.logf("  lag %s (measured %s): replica-decided %d wrong of %d; primary-decided %d wrong of %d",
 			fmtMs(lag), fmtMs(measured), viaReplica.Wrong, viaReplica.Probes, viaPrimary.Wrong, viaPrimary.Probes)
 	}
-	return res, nil
+	// The Sluice half gets the machine to itself.
+	return errors.Join(env.stop(replicaSrv), env.stop(primarySrv))
 }
 
 // waitReplicaUp waits (at most 15 s) for the replica's link to its primary.
@@ -258,47 +287,107 @@ func intOr0(v any) int64 {
 }
 
 func (r *lagResult) report() (*ExperimentReport, error) {
+	setup := fmt.Sprintf("Redis: a primary and a replica (redis-server --replicaof) whose replication link runs through a loopback "+
+		"TCP proxy that holds every byte from the primary back for the lag (0/10/25/50 ms; the measured time for a write to "+
+		"show on the replica is in the table). A fixed window of %d kept as count + reset keys. Each trial: the client has "+
+		"used its whole window (on both nodes, by WAIT); the window is forced over on the primary (reset moved into the past, "+
+		"then the one-script rollover of experiment 2); the client then sends %d requests at random moments in the next %s. "+
+		"Design A reads count and reset from the replica and rejects when the window is live and full, taking the increment "+
+		"and the headers from the primary; a rejection is wrong when the primary still shows at least %d of %d left. Design B "+
+		"decides and reports from the primary's one atomic script result. %d trials per lag.",
+		lagLimit, lagProbes, fmtMs(lagProbeSpread), lagFreshAtLeast, lagLimit, r.Trials)
+	if r.Sluice {
+		setup += fmt.Sprintf(" Sluice: a three-node cluster-mode group of sluice-server processes (Raft heartbeat and election "+
+			"timeouts 1 s, lease 500 ms; every commit fsynced), one follower's Raft link behind a proxy that holds every byte "+
+			"the leader sends it back for the lag (the follower announces the proxy as its Raft address; the leader dials its "+
+			"followers, so the log and the commit index reach it that late; the measured lag is the median time for a SET on the "+
+			"leader to be readable with READONLY GET on that follower, over %d writes). The same trials on FW.CHECK (%d per %d s): the "+
+			"window used up on the leader and applied on the lagging follower (READONLY LIMIT.INFO shows 0 left), forced over "+
+			"on the leader (LIMIT.RESET and the request that opens the new window, in one pipeline: one Raft entry), then %d requests at random moments in the "+
+			"next %s, each FW.CHECK ... 1 MS sent to the lagging follower on a READONLY connection, as a client reading off a "+
+			"replica would. The follower's -MOVED is followed to the leader (as go-redis ClusterClient and redis-cli -c do) and "+
+			"the decision, remaining and reset are taken from that one reply; a rejection is wrong when LIMIT.INFO on the leader "+
+			"right after still shows at least %d of %d left. Before each request the follower's own state is read (READONLY "+
+			"LIMIT.INFO) to show whether it still held the used window.",
+			r.SluiceMarkers, lagLimit, lagWindowMs/1000, lagProbes, fmtMs(lagProbeSpread), lagFreshAtLeast, lagLimit)
+	}
 	rep := &ExperimentReport{
-		Seed: "3 of 120 (2.50%) even on localhost; 44 of 120 (36.67%) at 50 ms; deciding and reporting from the primary's one atomic result: 0 at every lag.",
-		Setup: fmt.Sprintf("a Redis primary and a replica (redis-server --replicaof) whose replication link runs through a loopback "+
-			"TCP proxy that holds every byte from the primary back for the lag (0/10/25/50 ms; the measured time for a write to "+
-			"show on the replica is in the table). A fixed window of %d kept as count + reset keys. Each trial: the client has "+
-			"used its whole window (on both nodes, by WAIT); the window is forced over on the primary (reset moved into the past, "+
-			"then the one-script rollover of experiment 2); the client then sends %d requests at random moments in the next %s. "+
-			"Design A reads count and reset from the replica and rejects when the window is live and full, taking the increment "+
-			"and the headers from the primary; a rejection is wrong when the primary still shows at least %d of %d left. Design B "+
-			"decides and reports from the primary's one atomic script result. %d trials per lag.",
-			lagLimit, lagProbes, fmtMs(lagProbeSpread), lagFreshAtLeast, lagLimit, r.Trials),
+		Seed:  "3 of 120 (2.50%) even on localhost; 44 of 120 (36.67%) at 50 ms; deciding and reporting from the primary's one atomic result: 0 at every lag.",
+		Setup: setup,
 		Notes: r.Notes,
 	}
-	rep.CSV = [][]string{{"design", "lag_ms", "measured_replication_ms", "requests", "rejected", "wrong_rejections", "wrong_pct"}}
-	rep.Table = [][]string{{"design", "lag", "measured lag", "requests", "rejected", "rejected with >= 80 left on the primary"}}
-	var cats []string
-	var a, b []float64
-	var parts []string
-	for _, row := range r.Rows {
-		rep.CSV = append(rep.CSV, []string{row.Design, strconv.FormatInt(row.Lag.Milliseconds(), 10),
-			fmtF(float64(row.Measured)/float64(time.Millisecond), 2), itoaI(row.Probes), itoaI(row.Rejected), itoaI(row.Wrong),
-			fmtF(100*float64(row.Wrong)/float64(max(1, row.Probes)), 2)})
-		rep.Table = append(rep.Table, []string{row.Design, fmtMs(row.Lag), fmtF(float64(row.Measured)/float64(time.Millisecond), 2) + " ms",
-			itoaI(row.Probes), itoaI(row.Rejected), fmt.Sprintf("%d (%s)", row.Wrong, pct(float64(row.Wrong), float64(row.Probes)))})
-		switch row.Design {
-		case lagReplica:
-			cats = append(cats, "lag "+fmtMs(row.Lag))
-			a = append(a, float64(row.Wrong))
-			parts = append(parts, fmt.Sprintf("at %s lag, deciding from the replica wrongly rejected %d of %d (%s)",
-				fmtMs(row.Lag), row.Wrong, row.Probes, pct(float64(row.Wrong), float64(row.Probes))))
-		case lagPrimary:
-			b = append(b, float64(row.Wrong))
-			parts[len(parts)-1] += fmt.Sprintf(", deciding from the primary %d", row.Wrong)
+	rep.CSV = [][]string{{"design", "lag_ms", "measured_replication_ms", "requests", "rejected", "wrong_rejections", "wrong_pct",
+		"replica_showed_used_window", "follower_answered", "redirected"}}
+	rep.Table = [][]string{{"design", "lag", "measured lag", "requests", "replica/follower still showed the used window",
+		"answered by the follower", "rejected", "rejected with >= 80 left on the primary/leader"}}
+	na := func(applies bool, n int) string {
+		if !applies {
+			return ""
 		}
+		return itoaI(n)
 	}
-	rep.Summary = strings.Join(parts, "; ") + ". " + SluiceClusterSkipped + "."
-	bar, err := barChart("Lagging replica: rejections while the primary had >= 80 of 100 left", "wrong rejections", cats,
-		[]barSeries{{Name: "decide from replica", Values: a}, {Name: "decide from primary", Values: b}}, 0, "")
+	var cats []string
+	var replicaWrong, primaryWrong, sluiceWrong, replicaMs, sluiceMs []float64
+	var parts []string
+	for _, lag := range r.Lags {
+		cats = append(cats, "lag "+fmtMs(lag))
+		var part []string
+		for _, design := range []string{lagReplica, lagPrimary, lagSluice} {
+			row := r.find(design, lag)
+			if row == nil {
+				continue
+			}
+			ms := float64(row.Measured) / float64(time.Millisecond)
+			stale, sluice := design != lagPrimary, design == lagSluice
+			rep.CSV = append(rep.CSV, []string{row.Design, strconv.FormatInt(row.Lag.Milliseconds(), 10), fmtF(ms, 2),
+				itoaI(row.Probes), itoaI(row.Rejected), itoaI(row.Wrong), fmtF(100*float64(row.Wrong)/float64(max(1, row.Probes)), 2),
+				na(stale, row.Stale), na(sluice, row.FollowerAnswered), na(sluice, row.Redirected)})
+			staleCell, answered := "-", "-"
+			if stale {
+				staleCell = fmt.Sprintf("%d (%s)", row.Stale, pct(float64(row.Stale), float64(row.Probes)))
+			}
+			if sluice {
+				answered = fmt.Sprintf("%d (%d redirected with MOVED)", row.FollowerAnswered, row.Redirected)
+			}
+			rep.Table = append(rep.Table, []string{row.Design, fmtMs(row.Lag), fmtF(ms, 2) + " ms", itoaI(row.Probes), staleCell,
+				answered, itoaI(row.Rejected), fmt.Sprintf("%d (%s)", row.Wrong, pct(float64(row.Wrong), float64(row.Probes)))})
+			switch design {
+			case lagReplica:
+				replicaWrong, replicaMs = append(replicaWrong, float64(row.Wrong)), append(replicaMs, ms)
+				part = append(part, fmt.Sprintf("at %s lag, deciding from the replica wrongly rejected %d of %d (%s)",
+					fmtMs(row.Lag), row.Wrong, row.Probes, pct(float64(row.Wrong), float64(row.Probes))))
+			case lagPrimary:
+				primaryWrong = append(primaryWrong, float64(row.Wrong))
+				part = append(part, fmt.Sprintf("deciding from the primary %d", row.Wrong))
+			case lagSluice:
+				sluiceWrong, sluiceMs = append(sluiceWrong, float64(row.Wrong)), append(sluiceMs, ms)
+				part = append(part, fmt.Sprintf("Sluice %d of %d, with %d decisions answered by the lagging follower (%d redirected "+
+					"with MOVED) while its own state still showed the used window at %d of them",
+					row.Wrong, row.Probes, row.FollowerAnswered, row.Redirected, row.Stale))
+			}
+		}
+		parts = append(parts, strings.Join(part, ", "))
+	}
+	rep.Summary = strings.Join(parts, "; ") + "."
+	if !r.Sluice {
+		rep.Summary += " " + skippedSluice + "."
+	}
+	series := []barSeries{{Name: "Redis: decide from replica", Values: replicaWrong}, {Name: "Redis: decide from primary", Values: primaryWrong}}
+	if r.Sluice {
+		series = append(series, barSeries{Name: "Sluice: to the follower, MOVED, leader decides", Values: sluiceWrong})
+	}
+	bar, err := barChart("Lagging replica: rejections while the primary had >= 80 of 100 left", "wrong rejections", cats, series, 0, "")
 	if err != nil {
 		return nil, err
 	}
 	rep.Charts = append(rep.Charts, Chart{File: "replica-lag.png", Caption: "Wrong rejections by replication lag", Plot: bar})
+	if r.Sluice {
+		lagBars, err := barChart("Time for a write to show on the lagging replica/follower (median)", "ms", cats,
+			[]barSeries{{Name: "Redis replica", Values: replicaMs}, {Name: "Sluice follower", Values: sluiceMs}}, 0, "")
+		if err != nil {
+			return nil, err
+		}
+		rep.Charts = append(rep.Charts, Chart{File: "replica-lag-measured.png", Caption: "Measured replication lag by proxy lag", Plot: lagBars})
+	}
 	return rep, nil
 }

@@ -219,8 +219,24 @@ func TestExperimentsSmoke(t *testing.T) {
 		if row := r.find(lagReplica, 50*time.Millisecond); row == nil || row.Wrong == 0 {
 			t.Errorf("a 50 ms replica lag never caused a wrong rejection: %+v", row)
 		}
-		if !strings.Contains(strings.Join(r.Notes, "\n"), SluiceClusterSkipped) {
-			t.Errorf("notes %v lack %q", r.Notes, SluiceClusterSkipped)
+		// Sluice: every decision sent to the lagging follower is redirected
+		// to the leader, and none is rejected wrongly, though the
+		// follower's own state was behind.
+		if !r.Sluice {
+			t.Fatalf("no Sluice half: %v", r.Notes)
+		}
+		for _, lag := range lagLagsSmoke {
+			row := r.find(lagSluice, lag)
+			if row == nil || row.Probes != lagTrialsSmoke*lagProbes {
+				t.Fatalf("Sluice at %v: %+v", lag, row)
+			}
+			if row.Wrong != 0 || row.FollowerAnswered != 0 || row.Redirected != row.Probes {
+				t.Errorf("Sluice at %v: %d wrong rejections, %d decisions answered by the follower, %d of %d redirected",
+					lag, row.Wrong, row.FollowerAnswered, row.Redirected, row.Probes)
+			}
+			if lag >= 50*time.Millisecond && (row.Measured < 40*time.Millisecond || row.Stale == 0) {
+				t.Errorf("the proxy did not slow the follower's Raft link: %+v", row)
+			}
 		}
 		rep, err := r.report()
 		checkReport(t, "replica-lag", rep, err)
@@ -398,6 +414,48 @@ func TestDelayProxyDelays(t *testing.T) {
 		t.Fatalf("a round trip through a 30ms proxy took %v", d)
 	}
 	if _, err := startDelayProxy("10.0.0.1:6379"); err == nil {
+		t.Fatal("proxy to a remote target accepted")
+	}
+}
+
+// The forward proxy delays what the client sends (Raft's leader is the
+// client of its followers' transports): a write through it reaches the
+// target the lag late.
+func TestForwardDelayProxyDelays(t *testing.T) {
+	s, _ := startRedis(t)
+	p, err := startForwardDelayProxy(s.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	env := newExpEnv(ExperimentConfig{})
+	defer env.close()
+	c, direct := env.newClient(p.Addr(), 1), env.newClient(s.Addr, 1)
+	ctx := context.Background()
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	p.SetLag(30 * time.Millisecond)
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- c.Set(ctx, "fwd", "x", 0).Err() }()
+	for {
+		v, err := direct.Get(ctx, "fwd").Result()
+		if err == nil && v == "x" {
+			break
+		}
+		if time.Since(start) > 2*time.Second {
+			t.Fatalf("the write did not arrive: %q %v", v, err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if d := time.Since(start); d < 30*time.Millisecond {
+		t.Fatalf("a write through a 30ms forward proxy arrived after %v", d)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := startForwardDelayProxy("10.0.0.1:6379"); err == nil {
 		t.Fatal("proxy to a remote target accepted")
 	}
 }
