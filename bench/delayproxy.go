@@ -9,16 +9,29 @@ import (
 	"time"
 )
 
-// delayProxy is a loopback TCP proxy that delays every byte flowing from
-// its target back to the connecting client by a settable lag, preserving
-// order; bytes from the client to the target pass at once. Put between a
-// Redis replica (the client) and its primary (the target), it delays the
-// replication stream by exactly the lag, which is what a replica lagging
-// behind looks like to a reader. Close stops it and waits for its
-// goroutines.
+// delayDirection says which way a delayProxy holds bytes back.
+type delayDirection int
+
+const (
+	// delayReplies delays bytes from the target back to the client. Put
+	// between a Redis replica (the client, which dials) and its primary
+	// (the target), it delays the replication stream.
+	delayReplies delayDirection = iota
+	// delayRequests delays bytes from the client to the target. Raft's
+	// leader dials its followers and pushes entries down the connections
+	// it opened, so a follower whose announced Raft address is the proxy
+	// receives the log exactly lag late.
+	delayRequests
+)
+
+// delayProxy is a loopback TCP proxy that delays every byte flowing one
+// way by a settable lag, preserving order; bytes the other way pass at
+// once. That is what a replica lagging behind looks like to a reader.
+// Close stops it and waits for its goroutines.
 type delayProxy struct {
 	ln     net.Listener
 	target string
+	dir    delayDirection
 	lag    atomic.Int64 // ns
 
 	mu     sync.Mutex
@@ -28,10 +41,10 @@ type delayProxy struct {
 }
 
 // delayQueueChunks bounds the bytes held back: when the queue is full the
-// reader waits, so a fast target slows down instead of growing memory.
+// reader waits, so a fast sender slows down instead of growing memory.
 const delayQueueChunks = 1024
 
-func startDelayProxy(target string) (*delayProxy, error) {
+func startDelayProxy(target string, dir delayDirection) (*delayProxy, error) {
 	if _, err := CheckAddr(target, false); err != nil {
 		return nil, err
 	}
@@ -39,7 +52,7 @@ func startDelayProxy(target string) (*delayProxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &delayProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p := &delayProxy{ln: ln, target: target, dir: dir, conns: map[net.Conn]struct{}{}}
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -55,11 +68,19 @@ func (p *delayProxy) track(c net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		c.Close()
 		return false
 	}
 	p.conns[c] = struct{}{}
 	return true
+}
+
+func (p *delayProxy) untrack(cs ...net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range cs {
+		c.Close()
+		delete(p.conns, c)
+	}
 }
 
 func (p *delayProxy) accept() {
@@ -75,30 +96,32 @@ func (p *delayProxy) accept() {
 			continue
 		}
 		if !p.track(client) || !p.track(server) {
-			client.Close()
-			server.Close()
+			p.untrack(client, server)
 			return
 		}
+		// src -> dst is delayed; dst -> src passes at once.
+		src, dst := server, client
+		if p.dir == delayRequests {
+			src, dst = client, server
+		}
 		p.wg.Add(3)
-		// Client to target: undelayed.
 		go func() {
 			defer p.wg.Done()
+			defer p.untrack(client, server)
 			buf := make([]byte, 32<<10)
 			for {
-				n, err := client.Read(buf)
+				n, err := dst.Read(buf)
 				if n > 0 {
-					if _, werr := server.Write(buf[:n]); werr != nil {
-						break
+					if _, werr := src.Write(buf[:n]); werr != nil {
+						return
 					}
 				}
 				if err != nil {
-					break
+					return
 				}
 			}
-			client.Close()
-			server.Close()
 		}()
-		// Target to client: each chunk is due lag after it was read.
+		// Each chunk is due lag after it was read.
 		type chunk struct {
 			data []byte
 			due  time.Time
@@ -109,7 +132,7 @@ func (p *delayProxy) accept() {
 			defer close(queue)
 			buf := make([]byte, 32<<10)
 			for {
-				n, err := server.Read(buf)
+				n, err := src.Read(buf)
 				if n > 0 {
 					queue <- chunk{data: append([]byte(nil), buf[:n]...), due: time.Now().Add(time.Duration(p.lag.Load()))}
 				}
@@ -120,16 +143,15 @@ func (p *delayProxy) accept() {
 		}()
 		go func() {
 			defer p.wg.Done()
-			defer client.Close()
-			defer server.Close()
+			defer p.untrack(client, server)
 			for c := range queue {
 				if d := time.Until(c.due); d > 0 {
 					time.Sleep(d)
 				}
-				if _, err := client.Write(c.data); err != nil {
-					// Closing the target ends the reader; drain until it has
-					// so that it is never stuck on a full queue.
-					server.Close()
+				if _, err := dst.Write(c.data); err != nil {
+					// Closing the source ends the reader; drain until it
+					// has, so that it is never stuck on a full queue.
+					src.Close()
 					for range queue {
 					}
 					return

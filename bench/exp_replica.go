@@ -105,7 +105,7 @@ func runRedisLag(ctx context.Context, env *expEnv, res *lagResult) error {
 	if err != nil {
 		return fmt.Errorf("primary: %w", err)
 	}
-	proxy, err := startDelayProxy(primarySrv.Addr)
+	proxy, err := startDelayProxy(primarySrv.Addr, delayReplies)
 	if err != nil {
 		return err
 	}

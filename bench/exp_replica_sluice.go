@@ -10,8 +10,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -55,7 +53,7 @@ type sluiceGroup struct {
 	env      *expEnv
 	nodes    []*Server // bootstrap node, second member, lagging follower
 	lagging  *Server
-	proxy    *forwardDelayProxy
+	proxy    *delayProxy
 	leader   *redis.Client // the leader's client when the group formed
 	readonly *redis.Client // connections to the lagging follower that sent READONLY
 	byAddr   map[string]*redis.Client
@@ -88,7 +86,7 @@ func startSluiceGroup(ctx context.Context, env *expEnv) (*sluiceGroup, error) {
 		if err != nil {
 			return g, err
 		}
-		proxy, err := startForwardDelayProxy(raftAddr)
+		proxy, err := startDelayProxy(raftAddr, delayRequests)
 		if err != nil {
 			return g, err
 		}
@@ -512,158 +510,6 @@ func (g *sluiceGroup) trial(ctx context.Context, rng *rand.Rand, key string, row
 		if fresh >= lagFreshAtLeast {
 			row.Wrong++
 		}
-	}
-	return nil
-}
-
-// forwardDelayProxy is delayProxy turned around: it delays every byte
-// flowing from the connecting client to its target by a settable lag,
-// preserving order, and passes the replies back at once. Raft's leader
-// dials its followers and pushes entries (and the commit index) down the
-// connections it opened, so a follower whose announced Raft address is
-// this proxy receives the log exactly lag late; delayProxy, which delays
-// the target's bytes, would only delay the follower's acknowledgements.
-// Close stops it and waits for its goroutines.
-type forwardDelayProxy struct {
-	ln     net.Listener
-	target string
-	lag    atomic.Int64 // ns
-
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	closed bool
-	wg     sync.WaitGroup
-}
-
-func startForwardDelayProxy(target string) (*forwardDelayProxy, error) {
-	if _, err := CheckAddr(target, false); err != nil {
-		return nil, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	p := &forwardDelayProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
-	p.wg.Add(1)
-	go p.accept()
-	return p, nil
-}
-
-// Addr is the proxy's listening address.
-func (p *forwardDelayProxy) Addr() string { return p.ln.Addr().String() }
-
-// SetLag sets the delay for bytes read from now on.
-func (p *forwardDelayProxy) SetLag(d time.Duration) { p.lag.Store(int64(d)) }
-
-func (p *forwardDelayProxy) track(c net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return false
-	}
-	p.conns[c] = struct{}{}
-	return true
-}
-
-func (p *forwardDelayProxy) untrack(cs ...net.Conn) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range cs {
-		c.Close()
-		delete(p.conns, c)
-	}
-}
-
-func (p *forwardDelayProxy) accept() {
-	defer p.wg.Done()
-	for {
-		client, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		server, err := net.DialTimeout("tcp", p.target, 5*time.Second)
-		if err != nil {
-			client.Close()
-			continue
-		}
-		if !p.track(client) || !p.track(server) {
-			p.untrack(client, server)
-			return
-		}
-		p.wg.Add(3)
-		// Target to client: undelayed.
-		go func() {
-			defer p.wg.Done()
-			buf := make([]byte, 32<<10)
-			for {
-				n, err := server.Read(buf)
-				if n > 0 {
-					if _, werr := client.Write(buf[:n]); werr != nil {
-						break
-					}
-				}
-				if err != nil {
-					break
-				}
-			}
-			p.untrack(client, server)
-		}()
-		// Client to target: each chunk is due lag after it was read.
-		type chunk struct {
-			data []byte
-			due  time.Time
-		}
-		queue := make(chan chunk, delayQueueChunks)
-		go func() {
-			defer p.wg.Done()
-			defer close(queue)
-			buf := make([]byte, 32<<10)
-			for {
-				n, err := client.Read(buf)
-				if n > 0 {
-					queue <- chunk{data: append([]byte(nil), buf[:n]...), due: time.Now().Add(time.Duration(p.lag.Load()))}
-				}
-				if err != nil {
-					return
-				}
-			}
-		}()
-		go func() {
-			defer p.wg.Done()
-			defer p.untrack(client, server)
-			for c := range queue {
-				if d := time.Until(c.due); d > 0 {
-					time.Sleep(d)
-				}
-				if _, err := server.Write(c.data); err != nil {
-					// Closing the client ends the reader; drain until it
-					// has, so that it is never stuck on a full queue.
-					client.Close()
-					for range queue {
-					}
-					return
-				}
-			}
-		}()
-	}
-}
-
-// Close stops listening, closes every proxied connection and waits for
-// the proxy's goroutines.
-func (p *forwardDelayProxy) Close() error {
-	err := p.ln.Close()
-	p.mu.Lock()
-	p.closed = true
-	for c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
-	if errors.Is(err, net.ErrClosed) {
-		err = nil
-	}
-	if err != nil {
-		return fmt.Errorf("forward delay proxy: %w", err)
 	}
 	return nil
 }

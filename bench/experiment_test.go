@@ -394,7 +394,7 @@ func TestRunSendsOnlyItsShare(t *testing.T) {
 
 func TestDelayProxyDelays(t *testing.T) {
 	s, _ := startRedis(t)
-	p, err := startDelayProxy(s.Addr)
+	p, err := startDelayProxy(s.Addr, delayReplies)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,7 +413,7 @@ func TestDelayProxyDelays(t *testing.T) {
 	if d := time.Since(start); d < 30*time.Millisecond || d > 2*time.Second {
 		t.Fatalf("a round trip through a 30ms proxy took %v", d)
 	}
-	if _, err := startDelayProxy("10.0.0.1:6379"); err == nil {
+	if _, err := startDelayProxy("10.0.0.1:6379", delayReplies); err == nil {
 		t.Fatal("proxy to a remote target accepted")
 	}
 }
@@ -423,7 +423,7 @@ func TestDelayProxyDelays(t *testing.T) {
 // target the lag late.
 func TestForwardDelayProxyDelays(t *testing.T) {
 	s, _ := startRedis(t)
-	p, err := startForwardDelayProxy(s.Addr)
+	p, err := startDelayProxy(s.Addr, delayRequests)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -455,7 +455,7 @@ func TestForwardDelayProxyDelays(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if _, err := startForwardDelayProxy("10.0.0.1:6379"); err == nil {
+	if _, err := startDelayProxy("10.0.0.1:6379", delayRequests); err == nil {
 		t.Fatal("proxy to a remote target accepted")
 	}
 }
