@@ -21,6 +21,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -64,6 +65,7 @@ type options struct {
 	clusterHeartbeat time.Duration
 	clusterElection  time.Duration
 	clusterLease     time.Duration
+	metricsAddr      string
 }
 
 func main() {
@@ -98,6 +100,7 @@ func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&o.clusterHeartbeat, "cluster-heartbeat-timeout", 500*time.Millisecond, "Raft heartbeat timeout")
 	fs.DurationVar(&o.clusterElection, "cluster-election-timeout", 500*time.Millisecond, "Raft election timeout")
 	fs.DurationVar(&o.clusterLease, "cluster-lease-timeout", 250*time.Millisecond, "Raft leader lease")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics over HTTP at host:port/metrics (empty: off)")
 	return fs
 }
 
@@ -245,6 +248,21 @@ func run(args []string, stderr io.Writer) int {
 	for _, ln := range listeners {
 		go func() { serveErr <- srv.Serve(ln) }()
 	}
+	var metricsSrv *http.Server
+	if o.metricsAddr != "" {
+		mln, err := net.Listen("tcp", o.metricsAddr)
+		if err != nil {
+			log.Error("cannot listen for metrics", "addr", o.metricsAddr, "err", err)
+			srv.Close()
+			eng.Close()
+			return 1
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", srv.MetricsHandler())
+		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go metricsSrv.Serve(mln)
+		log.Info("serving Prometheus metrics", "addr", mln.Addr().String()+"/metrics")
+	}
 	log.Info("Ready to accept connections", "addr", addrs[0])
 	if clusterMode && o.clusterJoin != "" {
 		go func() {
@@ -263,6 +281,9 @@ func run(args []string, stderr io.Writer) int {
 	case err := <-serveErr:
 		log.Error("listener failed", "err", err)
 		code = 1
+	}
+	if metricsSrv != nil {
+		metricsSrv.Close()
 	}
 	srv.Close()
 	if node != nil {
