@@ -480,9 +480,23 @@ func (l *Log) Close() error {
 }
 
 // writeLoop is the only goroutine that writes or truncates the file.
+// Under everysec and no, the writer lets appends pile up for up to
+// coalesceDelay (or coalesceBytes) before a write: a busy server then makes
+// a few hundred large writes a second instead of one small write per
+// append, and a killed process loses at most that much more. always never
+// waits: a reply is waiting for the write.
+const (
+	coalesceDelay = time.Millisecond
+	coalesceBytes = 256 << 10
+)
+
 func (l *Log) writeLoop() {
 	defer close(l.writerDone)
 	backoff := l.retryMin
+	coalesce := time.NewTimer(time.Hour)
+	coalesce.Stop()
+	defer coalesce.Stop()
+	waited := false
 	for {
 		l.mu.Lock()
 		switch {
@@ -509,7 +523,18 @@ func (l *Log) writeLoop() {
 				return
 			}
 
+		case l.q.end > l.writtenSize && l.policy != FsyncAlways && !l.closing && !waited && l.q.end-l.writtenSize < coalesceBytes:
+			l.mu.Unlock()
+			coalesce.Reset(coalesceDelay)
+			select {
+			case <-coalesce.C:
+			case <-l.closeCh:
+				coalesce.Stop()
+			}
+			waited = true
+
 		case l.q.end > l.writtenSize:
+			waited = false
 			l.write() // unlocks
 
 		case l.closing:
