@@ -322,6 +322,12 @@ func (d *Durable) maybeRewrite() {
 	d.BackgroundSave()
 }
 
+// A snapshot encodes snapshotYieldEvery records, then sleeps snapshotYield.
+const (
+	snapshotYieldEvery = 1024
+	snapshotYield      = 200 * time.Microsecond
+)
+
 // ErrSaveInProgress: a snapshot is already being taken.
 var ErrSaveInProgress = errors.New("Background save already in progress")
 
@@ -382,7 +388,9 @@ func (d *Durable) save() (err error) {
 	if err := old.Close(); err != nil {
 		d.log.Error("closing the previous log generation", "err", err)
 	}
+	rotated := time.Now()
 	shards := d.e.Snapshot()
+	copied := time.Now()
 	pos := make(Positions, len(shards))
 	keys := 0
 	for _, s := range shards {
@@ -390,9 +398,17 @@ func (d *Durable) save() (err error) {
 		keys += s.Count
 	}
 	hdr := persistence.SnapshotHeader{LastNow: d.e.clock.Now(), CreatedAt: time.Now().UnixNano(), Meta: encodeMeta(newGen, pos, keys)}
+	written := 0
 	_, err = persistence.WriteSnapshotFile(filepath.Join(d.cfg.Dir, snapshotFile), hdr, func(enc *persistence.SnapshotEncoder) error {
 		for i := range shards {
 			err := shards[i].Each(func(r SnapshotRecord) error {
+				// The encoder is background work: it must not starve the
+				// connections on a busy core. Pausing briefly every few
+				// thousand records lets the scheduler poll the network and
+				// run them.
+				if written++; written%snapshotYieldEvery == 0 {
+					time.Sleep(snapshotYield)
+				}
 				return enc.Add(persistence.SnapshotRecord{Kind: r.Kind, ExpireAt: r.ExpireAt, Key: r.Key, Payload: r.Payload})
 			})
 			if err != nil {
@@ -404,6 +420,9 @@ func (d *Durable) save() (err error) {
 	if err != nil {
 		return err
 	}
+	d.log.Info("snapshot taken", "keys", keys, "generation", newGen,
+		"rotate_ms", rotated.Sub(start).Milliseconds(), "copy_ms", copied.Sub(rotated).Milliseconds(),
+		"write_ms", time.Since(copied).Milliseconds())
 	d.baseSize.Store(next.Size())
 	gens, _ := d.logGenerations()
 	for _, g := range gens {

@@ -63,7 +63,10 @@ type Engine struct {
 	journalSeq  atomic.Uint64
 	// bigOps keeps FLUSHALL out of a snapshot in progress, so a FLUSHALL
 	// record is either wholly before or wholly after every shard's copy.
+	// It also guards clones, the last snapshot's per-shard copies, kept so
+	// the next snapshot copies into memory that is already mapped.
 	bigOps sync.Mutex
+	clones []*shard.Table
 	stop   chan struct{}
 	wg     sync.WaitGroup
 }

@@ -308,7 +308,7 @@ func (j *shardJob) appendRecord(w *journalWriter) error {
 type snapshotTask struct {
 	e     *Engine
 	seq   uint64
-	clone *shard.Table
+	clone *shard.Table // in: the previous clone to reuse, or nil; out: the copy
 	done  chan struct{}
 }
 
@@ -316,7 +316,7 @@ func (s *snapshotTask) Run(t *shard.Table) {
 	// Every record this shard journaled so far has a seq <= this value,
 	// because this shard's records are only appended on this goroutine.
 	s.seq = s.e.journalSeq.Load()
-	s.clone = t.Clone()
+	s.clone = t.CloneInto(s.clone)
 	close(s.done)
 }
 
@@ -361,10 +361,16 @@ func (e *Engine) SnapshotAt(now int64) []ShardSnapshot {
 	e.bigOps.Lock()
 	defer e.bigOps.Unlock()
 	out := make([]ShardSnapshot, len(e.shards))
+	if len(e.clones) != len(e.shards) {
+		e.clones = make([]*shard.Table, len(e.shards))
+	}
 	for i, s := range e.shards {
-		task := &snapshotTask{e: e, done: make(chan struct{})}
+		// The previous snapshot's copies are reused: their memory is
+		// already mapped, so each owner pauses for a memmove only.
+		task := &snapshotTask{e: e, clone: e.clones[i], done: make(chan struct{})}
 		s.Submit(task)
 		<-task.done
+		e.clones[i] = task.clone
 		out[i] = ShardSnapshot{Shard: i, Seq: task.seq, Count: task.clone.Len(), now: now, table: task.clone}
 	}
 	return out

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"math/bits"
-	"slices"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -558,23 +557,35 @@ func (t *Table) ForEach(now int64, fn func(e Entry, expireAt int64) bool) {
 // Clone returns a copy of the table that shares nothing with it: a
 // snapshot copies a shard's pages in one memmove each, on the owner, and
 // reads the copy elsewhere, so the owner pauses for a copy, not an encode.
-func (t *Table) Clone() *Table {
-	c := &Table{
-		tags:  slices.Clone(t.tags),
-		refs:  slices.Clone(t.refs),
-		shift: t.shift,
-		count: t.count,
-		pages: make([]page, len(t.pages)),
-		cur:   t.cur,
-		arena: t.arena,
-		evac:  evacuation{page: -1},
+func (t *Table) Clone() *Table { return t.CloneInto(nil) }
+
+// CloneInto is Clone reusing the memory of dst, an earlier clone (or nil):
+// the copy is then a plain memmove into memory already mapped, with no
+// allocation or page faults, which keeps the owner's pause short.
+func (t *Table) CloneInto(dst *Table) *Table {
+	if dst == nil {
+		dst = &Table{}
 	}
+	dst.tags = append(dst.tags[:0], t.tags...)
+	dst.refs = append(dst.refs[:0], t.refs...)
+	dst.shift, dst.count, dst.cur, dst.arena = t.shift, t.count, t.cur, t.arena
+	dst.evac = evacuation{page: -1}
+	if cap(dst.pages) < len(t.pages) {
+		dst.pages = append(dst.pages[:cap(dst.pages)], make([]page, len(t.pages)-cap(dst.pages))...)
+	}
+	dst.pages = dst.pages[:len(t.pages)]
 	for i, p := range t.pages {
-		if p.buf != nil {
-			c.pages[i] = page{buf: slices.Clone(p.buf), live: p.live}
+		if p.buf == nil {
+			dst.pages[i] = page{}
+			continue
 		}
+		buf := dst.pages[i].buf
+		if cap(buf) < len(p.buf) {
+			buf = make([]byte, 0, cap(p.buf))
+		}
+		dst.pages[i] = page{buf: append(buf[:0], p.buf...), live: p.live}
 	}
-	return c
+	return dst
 }
 
 // Clear drops every record.
