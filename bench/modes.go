@@ -99,6 +99,9 @@ type mode struct {
 	decision bool // replies are the 5-field array; first element 1 = limited
 	// args returns the constant arguments after the key.
 	args func(Limit) []string
+	// build, when set, encodes the whole request instead (commands that
+	// name the key more than once).
+	build func(Limit) request
 }
 
 func gcraArgs(l Limit) []string {
@@ -125,6 +128,7 @@ var modes = []mode{
 	{name: "fw.check", family: "fixed-window", native: KindSluice, command: "FW.CHECK", keyed: true, decision: true, args: windowArgs},
 	{name: "lua-fw", family: "fixed-window", native: KindRedis, command: "fw.lua", script: fwScript, keyed: true, decision: true, args: windowArgs},
 	{name: "sl.check", family: "sliding-log", native: KindSluice, command: "SL.CHECK", keyed: true, decision: true, args: windowArgs},
+	{name: "limit.all", family: "limit-all", native: KindSluice, command: "LIMIT.ALL", keyed: true, decision: true, args: noArgs, build: newLimitAllRequest},
 }
 
 // ModeNames lists every mode name, in table order.
@@ -164,6 +168,9 @@ func (m *mode) forKind(k Kind) *mode {
 // request pre-encodes m for lim; sha is the loaded script's SHA1 for Lua
 // modes.
 func (m *mode) request(lim Limit, sha string) request {
+	if m.build != nil {
+		return m.build(lim)
+	}
 	if m.script != "" {
 		return newRequest([]string{"EVALSHA", sha, "1"}, true, m.args(lim))
 	}

@@ -16,6 +16,16 @@ type request struct {
 	head  []byte // array header, command name and any fixed leading args
 	tail  []byte // fixed args after the key
 	keyed bool
+	// extra repeats the key, with a suffix, followed by more fixed args:
+	// LIMIT.ALL names one key per limit.
+	extra   []keySlot
+	scratch []byte // the suffixed key; each worker has its own copy
+}
+
+// keySlot is one more occurrence of the key in a request.
+type keySlot struct {
+	suffix string
+	after  []byte // fixed args after it, encoded
 }
 
 // newRequest pre-encodes `before... [key] after...`.
@@ -41,7 +51,37 @@ func (q *request) appendTo(dst, key []byte) []byte {
 	if q.keyed {
 		dst = redcon.AppendBulk(dst, key)
 	}
-	return append(dst, q.tail...)
+	dst = append(dst, q.tail...)
+	for _, s := range q.extra {
+		q.scratch = append(append(q.scratch[:0], key...), s.suffix...)
+		dst = redcon.AppendBulk(dst, q.scratch)
+		dst = append(dst, s.after...)
+	}
+	return dst
+}
+
+// newLimitAllRequest encodes LIMIT.ALL over three limits on three keys
+// derived from one: CL.THROTTLE key, SW.CHECK key:sw, FW.CHECK key:fw.
+func newLimitAllRequest(l Limit) request {
+	encode := func(args ...string) []byte {
+		var b []byte
+		for _, a := range args {
+			b = redcon.AppendBulkString(b, a)
+		}
+		return b
+	}
+	win := windowArgs(l)
+	head := redcon.AppendArray(nil, 2+6+5+5) // LIMIT.ALL 3, then three limits
+	head = append(head, encode("LIMIT.ALL", "3", "CL.THROTTLE")...)
+	return request{
+		head:  head,
+		tail:  encode(append(gcraArgs(l), "SW.CHECK")...),
+		keyed: true,
+		extra: []keySlot{
+			{suffix: ":sw", after: encode(append(win, "FW.CHECK")...)},
+			{suffix: ":fw", after: encode(win...)},
+		},
+	}
 }
 
 // outcome is how a reply is counted.

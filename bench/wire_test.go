@@ -238,3 +238,22 @@ func BenchmarkWorkerBatch(b *testing.B) {
 		})
 	}
 }
+
+// TestLimitAllRequest checks the LIMIT.ALL encoding names the key once per
+// limit, with the suffixes, and parses as one well-formed command.
+func TestLimitAllRequest(t *testing.T) {
+	q := newLimitAllRequest(Limit{}.withDefaults())
+	raw := q.appendTo(nil, []byte("k1"))
+	complete, args, _, leftover, err := redcon.ReadNextCommand(raw, nil)
+	if err != nil || !complete || len(leftover) != 0 {
+		t.Fatalf("not one complete command: complete=%v leftover=%d err=%v", complete, len(leftover), err)
+	}
+	var got []string
+	for _, a := range args {
+		got = append(got, string(a))
+	}
+	want := "LIMIT.ALL 3 CL.THROTTLE k1 99 100 1 1 SW.CHECK k1:sw 100 1 1 FW.CHECK k1:fw 100 1 1"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("got %q, want %q", strings.Join(got, " "), want)
+	}
+}
