@@ -103,12 +103,20 @@ func workload(e *Engine, seed uint64, steps int, mid func()) {
 	wg.Wait()
 }
 
-func TestJournalReplayRebuildsState(t *testing.T) {
+// journaledEngine is an engine on a frozen clock journaling to memory;
+// it closes when the test ends.
+func journaledEngine(t *testing.T) (*Engine, *memJournal, *Clock) {
+	t.Helper()
 	j := &memJournal{}
 	clock := NewClock(nil)
 	clock.Set(clock.Now() + 1e9)
-	live := New(Config{Shards: 4, Journal: j, Clock: clock, SweepInterval: -1})
-	defer live.Close()
+	e := New(Config{Shards: 4, Journal: j, Clock: clock, SweepInterval: -1})
+	t.Cleanup(e.Close)
+	return e, j, clock
+}
+
+func TestJournalReplayRebuildsState(t *testing.T) {
+	live, j, clock := journaledEngine(t)
 	workload(live, 1, 300, nil)
 
 	// Replay into engines with the same and with a different shard count.
@@ -130,11 +138,7 @@ func TestJournalReplayRebuildsState(t *testing.T) {
 }
 
 func TestSnapshotPlusJournalTail(t *testing.T) {
-	j := &memJournal{}
-	clock := NewClock(nil)
-	clock.Set(clock.Now() + 1e9)
-	live := New(Config{Shards: 4, Journal: j, Clock: clock, SweepInterval: -1})
-	defer live.Close()
+	live, j, clock := journaledEngine(t)
 	var snap []ShardSnapshot
 	workload(live, 2, 300, func() { snap = live.Snapshot() })
 
@@ -202,11 +206,7 @@ func FuzzDecodeRecord(f *testing.F) {
 }
 
 func TestJournalWorkloadIsNotTrivial(t *testing.T) {
-	j := &memJournal{}
-	clock := NewClock(nil)
-	clock.Set(clock.Now() + 1e9)
-	live := New(Config{Shards: 4, Journal: j, Clock: clock, SweepInterval: -1})
-	defer live.Close()
+	live, j, _ := journaledEngine(t)
 	workload(live, 1, 300, nil)
 	var keys int
 	for _, s := range live.Snapshot() {
