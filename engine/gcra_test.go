@@ -1,50 +1,29 @@
 package engine
 
 import (
-	"bufio"
 	"errors"
 	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
-)
 
-// vectorPath is the shared CL.THROTTLE vector file, relative to this package.
-var vectorPath = filepath.Join("..", "..", "shared", "vectors", "cl_throttle.tsv")
+	"github.com/sluicehq/sluice/internal/vectors"
+)
 
 // TestGCRAVectors replays every vector row in order, carrying state per key
 // the way the engine does: a TAT at or before now is no state at all.
 func TestGCRAVectors(t *testing.T) {
-	f, err := os.Open(vectorPath)
+	rows, err := vectors.ThrottleRows()
 	if err != nil {
-		t.Fatalf("the CL.THROTTLE vectors must be present: %v", err)
+		t.Fatalf("the CL.THROTTLE vectors must parse: %v", err)
 	}
-	defer f.Close()
 
 	type state struct {
 		tat     int64
 		present bool
 	}
 	keys := map[string]*state{}
-	rows := 0
-	sc := bufio.NewScanner(f)
-	for line := 1; sc.Scan(); line++ {
-		text := sc.Text()
-		if text == "" || strings.HasPrefix(text, "#") {
-			continue
-		}
-		cols := strings.Split(text, "\t")
-		if len(cols) != 4 {
-			t.Fatalf("line %d: want 4 tab-separated columns, got %d: %q", line, len(cols), text)
-		}
-		tms := mustInt(t, line, cols[0])
-		args := strings.Fields(cols[2])
-		want := strings.Fields(cols[3])
-		if len(args) != 4 || len(want) != 5 {
-			t.Fatalf("line %d: want 4 args and 5 results: %q", line, text)
-		}
+	for _, row := range rows {
+		line, args := row.Line, row.Args
 		period, err := ParseDurationSeconds([]byte(args[2]))
 		if err != nil {
 			t.Fatalf("line %d: period %q: %v", line, args[2], err)
@@ -54,12 +33,12 @@ func TestGCRAVectors(t *testing.T) {
 			t.Fatalf("line %d: %+v: %v", line, p, err)
 		}
 		qty := mustInt(t, line, args[3])
-		now := tms * 1e6
+		now := row.TMs * 1e6
 
-		st := keys[cols[1]]
+		st := keys[row.Key]
 		if st == nil {
 			st = &state{}
-			keys[cols[1]] = st
+			keys[row.Key] = st
 		}
 		if st.present && st.tat <= now {
 			st.present = false
@@ -69,22 +48,14 @@ func TestGCRAVectors(t *testing.T) {
 			st.tat, st.present = newTAT, true
 		}
 		got := [5]int64{b2i(d.Limited), d.Limit, d.Remaining, SecondsRoundedUp(d.RetryAfter), SecondsRoundedUp(d.ResetAfter)}
-		var exp [5]int64
-		for i, w := range want {
-			exp[i] = mustInt(t, line, w)
+		if got != row.Want {
+			t.Errorf("line %d: %s: got %v, want %v (raw %+v)", line, row.Text, got, row.Want, d)
 		}
-		if got != exp {
-			t.Errorf("line %d: %s: got %v, want %v (raw %+v)", line, text, got, exp, d)
-		}
-		rows++
 	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if rows == 0 {
+	if len(rows) == 0 {
 		t.Fatal("no vector rows found")
 	}
-	t.Logf("%d vector rows replayed", rows)
+	t.Logf("%d vector rows replayed", len(rows))
 }
 
 func mustInt(t *testing.T, line int, s string) int64 {

@@ -8,8 +8,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/vectors"
 	"github.com/sluicehq/sluice/server"
 )
 
@@ -29,36 +28,25 @@ var ctx = context.Background()
 // real server, moving its clock with DEBUG CLOCK.
 func TestVectorsOverTheWire(t *testing.T) {
 	ts := startServer(t, server.Config{}, engine.Config{})
-	f, err := os.Open(filepath.Join("..", "..", "shared", "vectors", "cl_throttle.tsv"))
+	rows, err := vectors.ThrottleRows()
 	if err != nil {
-		t.Fatalf("the CL.THROTTLE vectors must be present: %v", err)
+		t.Fatalf("the CL.THROTTLE vectors must parse: %v", err)
 	}
-	defer f.Close()
 	base := ts.freezeClock(t)
-	rows := 0
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		cols := strings.Split(line, "\t")
-		tms, _ := strconv.ParseInt(cols[0], 10, 64)
-		ts.expect(t, "OK", "DEBUG", "CLOCK", "SET", base+tms)
-		args := []any{"CL.THROTTLE", cols[1]}
-		for _, a := range strings.Fields(cols[2]) {
+	for _, row := range rows {
+		ts.expect(t, "OK", "DEBUG", "CLOCK", "SET", base+row.TMs)
+		args := []any{"CL.THROTTLE", row.Key}
+		for _, a := range row.Args {
 			args = append(args, a)
 		}
 		var want []any
-		for _, w := range strings.Fields(cols[3]) {
-			n, _ := strconv.ParseInt(w, 10, 64)
-			want = append(want, n)
+		for _, w := range row.Want {
+			want = append(want, w)
 		}
 		ts.expect(t, want, args...)
-		rows++
 	}
-	if rows < 30 {
-		t.Fatalf("only %d vector rows replayed", rows)
+	if len(rows) < 30 {
+		t.Fatalf("only %d vector rows replayed", len(rows))
 	}
 }
 
