@@ -1,14 +1,17 @@
 package clientlib
 
 import (
-	"math"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/engine/ratelimit"
 )
 
 // fallback is the in-process limiter FailFallback answers with: the same
-// four shapes as the server (GCRA exactly; the sliding log approximated by
-// the sliding window counter), on this process's monotonic clock. It only
+// four shapes as the server, computed by the server's own algorithms
+// (package ratelimit; the sliding log approximated by the sliding window
+// counter, to keep each entry a fixed size), on this process's monotonic
+// clock. It only
 // sees this process's traffic, and it holds at most capacity entries,
 // dropping the oldest when full; both make it approximate, which is
 // acceptable for the minutes of an outage and not beyond.
@@ -25,7 +28,7 @@ type fallback struct {
 
 // fbEntry is one key+limit's state. GCRA keeps its theoretical arrival time
 // in a; the window shapes keep the window start in a, the current count in
-// b and the previous window's in c.
+// b and (sliding window) the previous window's in c.
 type fbEntry struct {
 	id      uint64
 	keyHash uint64
@@ -51,7 +54,7 @@ func (l Limit) scaled(share int64) Limit {
 	}
 	// GCRA's rate is divided by stretching the period, which keeps the
 	// emission interval at least 1ns where dividing the count might not.
-	if l.Family == FamilyGCRA && l.Period <= maxPeriod/time.Duration(share) {
+	if l.Family == FamilyGCRA && int64(l.Period) <= ratelimit.MaxDuration/share {
 		l.Period *= time.Duration(share)
 	}
 	return l
@@ -151,181 +154,71 @@ func (f *fallback) forgetKey(keyHash uint64) {
 	}
 }
 
-// fbDecide runs one decision on an entry, the way the server's algorithm
-// for the limit's family would, returning the entry to store when write.
+// fbDecide runs one decision on an entry with the server's own algorithm
+// for the limit's family (package ratelimit), returning the entry to store
+// when write.
 func fbDecide(e fbEntry, present bool, l Limit, cost int64, now timeNow) (fbEntry, bool, Result) {
-	var d fbDecision
+	var d ratelimit.Decision
+	write := false
 	switch l.Family {
 	case FamilyGCRA:
-		e, d = gcraDecide(e, present, l, cost, now.mono)
+		var tat int64
+		tat, write, d = ratelimit.GCRADecide(e.a, present, gcraParams(l), cost, now.mono)
+		if write {
+			e.a = tat
+		}
 	case FamilyFixedWindow:
-		e, d = fixedDecide(e, present, l, cost, now.mono)
+		var s ratelimit.FWState
+		s, _, write, d = ratelimit.FWDecide(ratelimit.FWState{Start: e.a, Count: e.b}, present, windowParams(l), cost, now.mono)
+		if write {
+			e.a, e.b = s.Start, s.Count
+		}
 	default:
-		e, d = slidingDecide(e, present, l, cost, now.mono)
+		var s ratelimit.SWState
+		s, _, write, d = ratelimit.SWDecide(ratelimit.SWState{Start: e.a, Cur: e.b, Prev: e.c}, present, windowParams(l), cost, now.mono)
+		if write {
+			e.a, e.b, e.c = s.Start, s.Cur, s.Prev
+		}
 	}
 	e.lim = l
 	r := Result{
-		Allowed:    !d.limited,
+		Allowed:    !d.Limited,
 		Limit:      l.Max(),
-		Remaining:  d.remaining,
+		Remaining:  d.Remaining,
 		RetryAfter: -1,
-		ResetAfter: time.Duration(d.resetAfter),
+		ResetAfter: time.Duration(d.ResetAfter),
 		Source:     FromFallback,
 	}
-	if d.retryAfter >= 0 {
-		r.RetryAfter = time.Duration(d.retryAfter)
+	if d.RetryAfter >= 0 {
+		r.RetryAfter = time.Duration(d.RetryAfter)
 	}
 	r.ResetAt = now.wall.Add(r.ResetAfter)
-	return e, !d.limited && cost > 0, r
+	return e, write, r
 }
 
-type fbDecision struct {
-	limited                bool
-	remaining              int64
-	retryAfter, resetAfter int64 // ns; retryAfter -1 when allowed or never
+// gcraParams maps a GCRA limit onto CL.THROTTLE's arguments (redis-cell
+// admits max_burst+1 at once).
+func gcraParams(l Limit) ratelimit.GCRAParams {
+	return ratelimit.GCRAParams{MaxBurst: l.burst() - 1, Count: l.Rate, Period: int64(l.Period)}
 }
 
-// gcraDecide: the bucket is a theoretical arrival time (TAT). Each unit
-// pushes it one emission interval later; a request fits while the TAT it
-// would leave is at most the tolerance (burst intervals) ahead of now.
-func gcraDecide(e fbEntry, present bool, l Limit, cost, now int64) (fbEntry, fbDecision) {
-	ei := int64(l.Period) / l.Rate
-	burst := l.burst()
-	tolerance := ei * burst
-	base := now
-	if present && e.a > now {
-		base = e.a
-	}
-	d := fbDecision{retryAfter: -1}
-	remaining := func(ahead int64) int64 {
-		if ahead >= tolerance {
-			return 0
-		}
-		return (tolerance - ahead) / ei
-	}
-	if cost > burst {
-		d.limited = true
-		d.resetAfter = base - now
-		d.remaining = remaining(d.resetAfter)
-		return e, d
-	}
-	tat := base + ei*cost
-	if allowAt := tat - tolerance; now < allowAt {
-		d.limited = true
-		d.retryAfter = allowAt - now
-		d.resetAfter = base - now
-		d.remaining = remaining(d.resetAfter)
-		return e, d
-	}
-	e.a = tat
-	d.resetAfter = tat - now
-	d.remaining = remaining(d.resetAfter)
-	return e, d
+func windowParams(l Limit) ratelimit.WindowParams {
+	return ratelimit.WindowParams{Limit: l.Rate, Window: int64(l.Period)}
 }
 
-// roll moves a window entry to the window holding now, keeping the count of
-// the window just ended as the previous one.
-func roll(e fbEntry, present bool, w, now int64) fbEntry {
-	start := now - now%w
-	switch {
-	case !present:
-		e.a, e.b, e.c = start, 0, 0
-	case e.a == start:
-	case e.a == start-w:
-		e.a, e.b, e.c = start, 0, e.b
-	default:
-		e.a, e.b, e.c = start, 0, 0
-	}
-	return e
-}
-
-// slidingDecide is the sliding window counter: the estimate is the previous
-// window's count, weighted by how much of it still overlaps, plus the
-// current count. Floats are fine here: the fallback is approximate anyway.
-func slidingDecide(e fbEntry, present bool, l Limit, cost, now int64) (fbEntry, fbDecision) {
-	w := int64(l.Period)
-	e = roll(e, present, w, now)
-	elapsed := now - e.a
-	frac := float64(w-elapsed) / float64(w)
-	est := float64(e.c)*frac + float64(e.b)
-	d := fbDecision{retryAfter: -1}
-	switch {
-	case cost > l.Rate:
-		d.limited = true
-	case est+float64(cost) > float64(l.Rate):
-		d.limited = true
-		d.retryAfter = slidingRetry(e, l.Rate, cost, w, elapsed)
-	case cost > 0:
-		e.b += cost
-		est += float64(cost)
-	}
-	d.remaining = max(int64(math.Floor(float64(l.Rate)-est)), 0)
-	switch {
-	case e.b > 0:
-		d.resetAfter = 2*w - elapsed
-	case e.c > 0:
-		d.resetAfter = w - elapsed
-	}
-	return e, d
-}
-
-// slidingRetry finds when the estimate has decayed enough for cost: later
-// in this window as the previous count fades, or in the next one as this
-// window's count does.
-func slidingRetry(e fbEntry, limit, cost, w, elapsed int64) int64 {
-	if room := limit - e.b - cost; room >= 0 && e.c > room {
-		at := int64(math.Ceil(float64(w) * (1 - float64(room)/float64(e.c))))
-		if at < w {
-			return max(at-elapsed, 1)
-		}
-	}
-	untilNext := w - elapsed
-	room := limit - cost
-	if e.b <= room {
-		return untilNext
-	}
-	return untilNext + int64(math.Ceil(float64(w)*(1-float64(room)/float64(e.b))))
-}
-
-// fixedDecide is the epoch-aligned counter (aligned to this process's
-// monotonic clock here, which only shifts where windows start).
-func fixedDecide(e fbEntry, present bool, l Limit, cost, now int64) (fbEntry, fbDecision) {
-	w := int64(l.Period)
-	start := now - now%w
-	if !present || e.a != start {
-		e.a, e.b, e.c = start, 0, 0
-	}
-	untilEnd := w - (now - start)
-	d := fbDecision{retryAfter: -1}
-	switch {
-	case cost > l.Rate:
-		d.limited = true
-	case e.b > l.Rate-cost:
-		d.limited = true
-		d.retryAfter = untilEnd
-	case cost > 0:
-		e.b += cost
-	}
-	d.remaining = max(l.Rate-e.b, 0)
-	if e.b > 0 {
-		d.resetAfter = untilEnd
-	}
-	return e, d
-}
-
-// fbRefund gives n units back to one entry, never above full.
+// fbRefund gives n units back to one entry, never above full, as
+// LIMIT.REFUND does on the server.
 func fbRefund(e fbEntry, l Limit, n, now int64) fbEntry {
-	if l.Family == FamilyGCRA {
-		ei := int64(l.Period) / l.Rate
-		if e.a <= now || n > (e.a-now)/ei {
-			e.a = now
-		} else {
-			e.a -= n * ei
-		}
-		return e
+	switch l.Family {
+	case FamilyGCRA:
+		tat, _ := ratelimit.GCRARefund(e.a, gcraParams(l), n, now)
+		e.a = tat
+	case FamilyFixedWindow:
+		s, _ := ratelimit.FWRefund(ratelimit.FWState{Start: e.a, Count: e.b}, n)
+		e.b = s.Count
+	default:
+		s, _, _ := ratelimit.SWRefund(ratelimit.SWState{Start: e.a, Cur: e.b, Prev: e.c}, windowParams(l), n, now)
+		e.a, e.b, e.c = s.Start, s.Cur, s.Prev
 	}
-	take := min(n, e.b)
-	e.b -= take
-	e.c -= min(n-take, e.c)
 	return e
 }

@@ -159,29 +159,23 @@ func (l Limit) String() string {
 // also keeps the fallback limiter away from a division by zero.
 var ErrInvalidLimit = errors.New("clientlib: invalid limit")
 
-// maxPeriod matches the server's bound on a period or window (2^61 ns, about
-// 73 years), so the fallback's arithmetic cannot overflow either.
-const maxPeriod = 1 << 61
-
 func (l Limit) validate() error {
-	switch {
-	case l.Family > FamilyFixedWindow:
+	if l.Family > FamilyFixedWindow {
 		return fmt.Errorf("%w: unknown family %d", ErrInvalidLimit, l.Family)
-	case l.Rate < 1:
-		return fmt.Errorf("%w: rate %d must be at least 1", ErrInvalidLimit, l.Rate)
-	case l.Period <= 0 || l.Period > maxPeriod:
-		return fmt.Errorf("%w: period %s out of range", ErrInvalidLimit, l.Period)
 	}
+	if l.Family == FamilyGCRA && l.Burst < 0 {
+		return fmt.Errorf("%w: burst %d must not be negative", ErrInvalidLimit, l.Burst)
+	}
+	// The server's own checks, so that nothing it would refuse is sent and
+	// the fallback's arithmetic cannot divide by zero or overflow.
+	var err error
 	if l.Family == FamilyGCRA {
-		ei := int64(l.Period) / l.Rate
-		switch {
-		case l.Burst < 0:
-			return fmt.Errorf("%w: burst %d must not be negative", ErrInvalidLimit, l.Burst)
-		case ei == 0:
-			return fmt.Errorf("%w: rate %d per %s leaves less than 1ns between units", ErrInvalidLimit, l.Rate, l.Period)
-		case l.burst() > maxPeriod/ei:
-			return fmt.Errorf("%w: burst %d too large for this rate", ErrInvalidLimit, l.burst())
-		}
+		err = gcraParams(l).Validate()
+	} else {
+		err = windowParams(l).Validate()
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrInvalidLimit, l, err)
 	}
 	return nil
 }

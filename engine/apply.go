@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"strconv"
 
+	"github.com/sluicehq/sluice/engine/ratelimit"
 	"github.com/sluicehq/sluice/shard"
 )
 
@@ -270,16 +271,16 @@ func (j *shardJob) refund(t *shard.Table, c *Command, now int64) Reply {
 	switch e.Kind {
 	case shard.KindGCRA:
 		p := gcraParams(e)
-		tat, live := GCRARefund(t.ExpireAt(e), p, amount, now)
+		tat, live := ratelimit.GCRARefund(t.ExpireAt(e), p, amount, now)
 		if !live {
 			t.Delete(e)
-			return intReply(GCRARemaining(0, false, p, now))
+			return intReply(ratelimit.GCRARemaining(0, false, p, now))
 		}
 		t.SetExpireAt(e, tat)
-		return intReply(GCRARemaining(tat, true, p, now))
+		return intReply(ratelimit.GCRARemaining(tat, true, p, now))
 	case shard.KindSlidingWindow:
 		s, p := swState(t, e)
-		s, resetAt, live := SWRefund(s, p, amount, now)
+		s, resetAt, live := ratelimit.SWRefund(s, p, amount, now)
 		if !live {
 			t.Delete(e)
 			return intReply(p.Limit)
@@ -287,20 +288,20 @@ func (j *shardJob) refund(t *shard.Table, c *Command, now int64) Reply {
 		t.SetExpireAt(e, resetAt)
 		putI(e.Payload, 2, s.Cur)
 		putI(e.Payload, 3, s.Prev)
-		return intReply(SWRemaining(s, true, p, now))
+		return intReply(ratelimit.SWRemaining(s, true, p, now))
 	case shard.KindFixedWindow:
 		s, p := fwState(t, e)
-		s, live := FWRefund(s, amount)
+		s, live := ratelimit.FWRefund(s, amount)
 		if !live {
 			t.Delete(e)
 			return intReply(p.Limit)
 		}
 		putI(e.Payload, 2, s.Count)
-		return intReply(FWRemaining(s, true, p, now))
+		return intReply(ratelimit.FWRemaining(s, true, p, now))
 	case shard.KindSlidingLog:
 		entries, p := j.slEntries(e)
-		expired, _, _, _ := SLDecide(entries, p, 0, now)
-		entries = SLRefund(entries[expired:], amount)
+		expired, _, _, _ := ratelimit.SLDecide(entries, p, 0, now)
+		entries = ratelimit.SLRefund(entries[expired:], amount)
 		if len(entries) == 0 {
 			t.Delete(e)
 			return intReply(p.Limit)
@@ -309,9 +310,9 @@ func (j *shardJob) refund(t *shard.Table, c *Command, now int64) Reply {
 		if err != nil {
 			return errReply(err)
 		}
-		_, _, resetAt, _ := SLDecide(entries, p, 0, now)
+		_, _, resetAt, _ := ratelimit.SLDecide(entries, p, 0, now)
 		t.SetExpireAt(e, resetAt)
-		return intReply(SLRemaining(entries, p, now))
+		return intReply(ratelimit.SLRemaining(entries, p, now))
 	}
 	return errReply(ErrWrongType)
 }
@@ -332,26 +333,26 @@ func (j *shardJob) info(t *shard.Table, c *Command, now int64) Reply {
 		field("max_burst", intReply(p.MaxBurst))
 		field("limit", intReply(p.Limit()))
 		field("emission_interval_ns", intReply(p.Period))
-		field("remaining", intReply(GCRARemaining(resetAt, true, p, now)))
+		field("remaining", intReply(ratelimit.GCRARemaining(resetAt, true, p, now)))
 	case shard.KindSlidingWindow:
 		s, p := swState(t, e)
 		field("limit", intReply(p.Limit))
 		field("window_ms", intReply(p.Window/1e6))
-		field("remaining", intReply(SWRemaining(s, true, p, now)))
+		field("remaining", intReply(ratelimit.SWRemaining(s, true, p, now)))
 		field("current", intReply(s.Cur))
 		field("previous", intReply(s.Prev))
 	case shard.KindFixedWindow:
 		s, p := fwState(t, e)
 		field("limit", intReply(p.Limit))
 		field("window_ms", intReply(p.Window/1e6))
-		field("remaining", intReply(FWRemaining(s, true, p, now)))
+		field("remaining", intReply(ratelimit.FWRemaining(s, true, p, now)))
 		field("count", intReply(s.Count))
 	case shard.KindSlidingLog:
 		entries, p := j.slEntries(e)
-		expired, _, _, _ := SLDecide(entries, p, 0, now)
+		expired, _, _, _ := ratelimit.SLDecide(entries, p, 0, now)
 		field("limit", intReply(p.Limit))
 		field("window_ms", intReply(p.Window/1e6))
-		field("remaining", intReply(SLRemaining(entries, p, now)))
+		field("remaining", intReply(ratelimit.SLRemaining(entries, p, now)))
 		field("entries", intReply(int64(len(entries)-expired)))
 	default:
 		return errReply(ErrWrongType)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/engine/ratelimit"
 )
 
 // Clock is the server's one source of "now", in unix nanoseconds. It never
@@ -99,5 +101,5 @@ func (c *Clock) Manual() bool {
 	return c.manual
 }
 
-// MaxTime bounds timestamps so that adding MaxDuration never overflows.
-const MaxTime = 1<<63 - 1 - MaxDuration
+// MaxTime bounds timestamps so that adding ratelimit.MaxDuration never overflows.
+const MaxTime = 1<<63 - 1 - ratelimit.MaxDuration

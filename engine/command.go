@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+
+	"github.com/sluicehq/sluice/engine/ratelimit"
 )
 
 // Op names what a Command does.
@@ -110,7 +112,7 @@ type Reply struct {
 	Int   int64
 	Bulk  []byte
 	Str   string
-	Dec   Decision
+	Dec   ratelimit.Decision
 	MS    bool // Dec durations in milliseconds rather than seconds
 	Err   error
 	Items []Reply
@@ -123,7 +125,7 @@ func bulkReply(b []byte) Reply   { return Reply{Kind: ReplyBulk, Bulk: b} }
 func okReply() Reply             { return Reply{Kind: ReplyOK} }
 func formatUint(n uint64) string { return strconv.FormatUint(n, 10) }
 func nilReply() Reply            { return Reply{Kind: ReplyNil} }
-func decReply(d Decision, f Flags) Reply {
+func decReply(d ratelimit.Decision, f Flags) Reply {
 	return Reply{Kind: ReplyDecision, Dec: d, MS: f&FlagMS != 0}
 }
 

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/engine/ratelimit"
 	"github.com/sluicehq/sluice/shard"
 )
 
@@ -328,7 +329,7 @@ type shardJob struct {
 	shard int
 	idx   []int32
 	buf   []byte // copies of values for bulk replies
-	log   []SLEntry
+	log   []ratelimit.SLEntry
 	// dryRun decides without writing: LIMIT.ALL's first phase.
 	dryRun bool
 	// committing is LIMIT.ALL's second phase, already cleared to create.
@@ -372,7 +373,7 @@ func (j *shardJob) copyOut(v []byte) []byte {
 	return j.buf[start:len(j.buf):len(j.buf)]
 }
 
-func (j *shardJob) count(d Decision) {
+func (j *shardJob) count(d ratelimit.Decision) {
 	if d.Limited {
 		j.limited++
 	} else {

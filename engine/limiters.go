@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/binary"
 
+	"github.com/sluicehq/sluice/engine/ratelimit"
 	"github.com/sluicehq/sluice/shard"
 )
 
@@ -65,7 +66,7 @@ func (j *shardJob) dryRunCreate(creates bool) error {
 }
 
 func (j *shardJob) throttle(t *shard.Table, c *Command, now int64) Reply {
-	p := GCRAParams{MaxBurst: c.N[0], Count: c.N[1], Period: c.N[2]}
+	p := ratelimit.GCRAParams{MaxBurst: c.N[0], Count: c.N[1], Period: c.N[2]}
 	e, ok, err := lookup(t, c, now, shard.KindGCRA)
 	if err != nil {
 		return errReply(err)
@@ -74,7 +75,7 @@ func (j *shardJob) throttle(t *shard.Table, c *Command, now int64) Reply {
 	if ok {
 		tat = t.ExpireAt(e)
 	}
-	newTAT, write, d := GCRADecide(tat, ok, p, c.N[3], now)
+	newTAT, write, d := ratelimit.GCRADecide(tat, ok, p, c.N[3], now)
 	if err := j.dryRunCreate(write && e.Payload == nil); err != nil {
 		return errReply(err)
 	}
@@ -93,13 +94,13 @@ func (j *shardJob) throttle(t *shard.Table, c *Command, now int64) Reply {
 	return decReply(d, c.Flags)
 }
 
-func gcraParams(e shard.Entry) GCRAParams {
-	return GCRAParams{MaxBurst: getI(e.Payload, 1), Count: 1, Period: getI(e.Payload, 0)}
+func gcraParams(e shard.Entry) ratelimit.GCRAParams {
+	return ratelimit.GCRAParams{MaxBurst: getI(e.Payload, 1), Count: 1, Period: getI(e.Payload, 0)}
 }
 
-func swState(t *shard.Table, e shard.Entry) (SWState, WindowParams) {
-	p := WindowParams{Window: getI(e.Payload, 0), Limit: getI(e.Payload, 1)}
-	s := SWState{Cur: getI(e.Payload, 2), Prev: getI(e.Payload, 3)}
+func swState(t *shard.Table, e shard.Entry) (ratelimit.SWState, ratelimit.WindowParams) {
+	p := ratelimit.WindowParams{Window: getI(e.Payload, 0), Limit: getI(e.Payload, 1)}
+	s := ratelimit.SWState{Cur: getI(e.Payload, 2), Prev: getI(e.Payload, 3)}
 	// The stored reset time is when the estimate reaches zero: the end of
 	// the next window while the current one has counts, else the end of
 	// the current one. The window start follows from it.
@@ -112,20 +113,20 @@ func swState(t *shard.Table, e shard.Entry) (SWState, WindowParams) {
 }
 
 func (j *shardJob) slidingWindow(t *shard.Table, c *Command, now int64) Reply {
-	p := WindowParams{Limit: c.N[0], Window: c.N[1]}
+	p := ratelimit.WindowParams{Limit: c.N[0], Window: c.N[1]}
 	e, ok, err := lookup(t, c, now, shard.KindSlidingWindow)
 	if err != nil {
 		return errReply(err)
 	}
-	var s SWState
+	var s ratelimit.SWState
 	if ok {
-		var stored WindowParams
+		var stored ratelimit.WindowParams
 		s, stored = swState(t, e)
 		// Counts taken over windows of another length mean nothing under
 		// this one: a changed window starts the limiter afresh.
 		ok = stored.Window == p.Window
 	}
-	next, resetAt, write, d := SWDecide(s, ok, p, c.N[2], now)
+	next, resetAt, write, d := ratelimit.SWDecide(s, ok, p, c.N[2], now)
 	if err := j.dryRunCreate(write && e.Payload == nil); err != nil {
 		return errReply(err)
 	}
@@ -146,24 +147,24 @@ func (j *shardJob) slidingWindow(t *shard.Table, c *Command, now int64) Reply {
 	return decReply(d, c.Flags)
 }
 
-func fwState(t *shard.Table, e shard.Entry) (FWState, WindowParams) {
-	p := WindowParams{Window: getI(e.Payload, 0), Limit: getI(e.Payload, 1)}
-	return FWState{Start: t.ExpireAt(e) - p.Window, Count: getI(e.Payload, 2)}, p
+func fwState(t *shard.Table, e shard.Entry) (ratelimit.FWState, ratelimit.WindowParams) {
+	p := ratelimit.WindowParams{Window: getI(e.Payload, 0), Limit: getI(e.Payload, 1)}
+	return ratelimit.FWState{Start: t.ExpireAt(e) - p.Window, Count: getI(e.Payload, 2)}, p
 }
 
 func (j *shardJob) fixedWindow(t *shard.Table, c *Command, now int64) Reply {
-	p := WindowParams{Limit: c.N[0], Window: c.N[1]}
+	p := ratelimit.WindowParams{Limit: c.N[0], Window: c.N[1]}
 	e, ok, err := lookup(t, c, now, shard.KindFixedWindow)
 	if err != nil {
 		return errReply(err)
 	}
-	var s FWState
+	var s ratelimit.FWState
 	if ok {
-		var stored WindowParams
+		var stored ratelimit.WindowParams
 		s, stored = fwState(t, e)
 		ok = stored.Window == p.Window
 	}
-	next, resetAt, write, d := FWDecide(s, ok, p, c.N[2], now)
+	next, resetAt, write, d := ratelimit.FWDecide(s, ok, p, c.N[2], now)
 	if err := j.dryRunCreate(write && e.Payload == nil); err != nil {
 		return errReply(err)
 	}
@@ -200,12 +201,12 @@ func (r slRing) total() int64  { return getI(r.b, 2) }
 func (r slRing) head() int     { return int(binary.LittleEndian.Uint32(r.b[24:])) }
 func (r slRing) count() int    { return int(binary.LittleEndian.Uint32(r.b[28:])) }
 func (r slRing) capacity() int { return (len(r.b) - slRingHeader) / slEntryLength }
-func (r slRing) entry(i int) SLEntry {
+func (r slRing) entry(i int) ratelimit.SLEntry {
 	k := (r.head() + i) % r.capacity()
 	body := r.b[slRingHeader:]
-	return SLEntry{At: getI(body, 2*k), N: getI(body, 2*k+1)}
+	return ratelimit.SLEntry{At: getI(body, 2*k), N: getI(body, 2*k+1)}
 }
-func (r slRing) setEntry(i int, en SLEntry) {
+func (r slRing) setEntry(i int, en ratelimit.SLEntry) {
 	k := (r.head() + i) % r.capacity()
 	body := r.b[slRingHeader:]
 	putI(body, 2*k, en.At)
@@ -246,14 +247,14 @@ func (r slRing) retryAfter(skip int, live, cost, now int64) int64 {
 }
 
 // slDecide is SLDecide over the ring, without a pass over the whole log.
-func slDecide(r slRing, present bool, p WindowParams, cost, now int64) (skip int, gone int64, admit bool, d Decision) {
+func slDecide(r slRing, present bool, p ratelimit.WindowParams, cost, now int64) (skip int, gone int64, admit bool, d ratelimit.Decision) {
 	var live int64
 	if present {
 		skip, gone = r.expired(now)
 		live = r.total() - gone
 	}
 	cost = max(cost, 0)
-	d = Decision{Limit: p.Limit, RetryAfter: -1}
+	d = ratelimit.Decision{Limit: p.Limit, RetryAfter: -1}
 	switch {
 	case cost > p.Limit:
 		d.Limited = true
@@ -275,7 +276,7 @@ func slDecide(r slRing, present bool, p WindowParams, cost, now int64) (skip int
 }
 
 func (j *shardJob) slidingLog(t *shard.Table, c *Command, now int64) Reply {
-	p := WindowParams{Limit: c.N[0], Window: c.N[1]}
+	p := ratelimit.WindowParams{Limit: c.N[0], Window: c.N[1]}
 	e, ok, err := lookup(t, c, now, shard.KindSlidingLog)
 	if err != nil {
 		return errReply(err)
@@ -298,7 +299,7 @@ func (j *shardJob) slidingLog(t *shard.Table, c *Command, now int64) Reply {
 
 // slAdmit drops the entries that left the window and logs cost at now,
 // growing the ring when it is full.
-func (j *shardJob) slAdmit(t *shard.Table, c *Command, e shard.Entry, present bool, skip int, gone int64, p WindowParams, cost, now int64) (shard.Entry, error) {
+func (j *shardJob) slAdmit(t *shard.Table, c *Command, e shard.Entry, present bool, skip int, gone int64, p ratelimit.WindowParams, cost, now int64) (shard.Entry, error) {
 	created := e.Payload == nil
 	if created {
 		var err error
@@ -346,7 +347,7 @@ func (j *shardJob) slAdmit(t *shard.Table, c *Command, e shard.Entry, present bo
 			}
 		}
 		r.setHeadCount(r.head(), count+1)
-		r.setEntry(count, SLEntry{At: now, N: cost})
+		r.setEntry(count, ratelimit.SLEntry{At: now, N: cost})
 	}
 	putI(r.b, 0, p.Window)
 	putI(r.b, 1, p.Limit)
@@ -357,17 +358,17 @@ func (j *shardJob) slAdmit(t *shard.Table, c *Command, e shard.Entry, present bo
 
 // slEntries copies a log's live entries (oldest first) into the job's
 // scratch slice, for refunds and LIMIT.INFO.
-func (j *shardJob) slEntries(e shard.Entry) ([]SLEntry, WindowParams) {
+func (j *shardJob) slEntries(e shard.Entry) ([]ratelimit.SLEntry, ratelimit.WindowParams) {
 	r := slRing{e.Payload}
 	j.log = j.log[:0]
 	for i := 0; i < r.count(); i++ {
 		j.log = append(j.log, r.entry(i))
 	}
-	return j.log, WindowParams{Window: r.window(), Limit: r.limit()}
+	return j.log, ratelimit.WindowParams{Window: r.window(), Limit: r.limit()}
 }
 
 // storeLog rewrites a log from entries (oldest first).
-func storeLog(t *shard.Table, e shard.Entry, p WindowParams, entries []SLEntry) (shard.Entry, error) {
+func storeLog(t *shard.Table, e shard.Entry, p ratelimit.WindowParams, entries []ratelimit.SLEntry) (shard.Entry, error) {
 	e, err := t.Resize(e, slRingHeader+slEntryLength*max(len(entries), 1))
 	if err != nil {
 		return e, err

@@ -5,8 +5,9 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/sluicehq/sluice/shard"
 	"github.com/tidwall/match"
+
+	"github.com/sluicehq/sluice/shard"
 )
 
 var errUnknownOp = errors.New("unknown operation")

@@ -1,12 +1,10 @@
 package engine
 
-import "errors"
+import (
+	"errors"
 
-// MaxDuration bounds every period and window, and every span derived from one
-// (an emission interval times a burst, two windows), so that now plus any span
-// stays far from the int64 limit for the next century of Unix time: 1<<61 ns,
-// about 73 years.
-const MaxDuration int64 = 1 << 61
+	"github.com/sluicehq/sluice/engine/ratelimit"
+)
 
 // ErrNotInteger carries Redis's own wording, so clients that match on it keep
 // working.
@@ -66,8 +64,8 @@ func ParseInt64(b []byte) (int64, error) {
 }
 
 // maxWholeSeconds is the largest integer part that can still fit under
-// MaxDuration; past it the accumulator stops growing so it cannot wrap.
-const maxWholeSeconds = MaxDuration / 1e9
+// ratelimit.MaxDuration; past it the accumulator stops growing so it cannot wrap.
+const maxWholeSeconds = ratelimit.MaxDuration / 1e9
 
 // ParseDurationSeconds parses a plain decimal number of seconds into exact
 // nanoseconds: digits, optionally a '.' and up to 9 more digits ("60", "0.5",
@@ -122,7 +120,7 @@ func ParseDurationSeconds(b []byte) (int64, error) {
 		frac *= 10
 	}
 	ns := whole*1e9 + frac
-	if ns > MaxDuration {
+	if ns > ratelimit.MaxDuration {
 		return 0, ErrDurationRange
 	}
 	return ns, nil

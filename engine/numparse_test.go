@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/engine/ratelimit"
 )
 
 func TestParseInt64(t *testing.T) {
@@ -70,7 +72,7 @@ func TestParseDurationSeconds(t *testing.T) {
 		{"0.000000001", 1, nil},
 		{"007.250", 7.25e9, nil},
 		{"3600", 3600e9, nil},
-		{"2305843009.213693952", MaxDuration, nil},
+		{"2305843009.213693952", ratelimit.MaxDuration, nil},
 		{"2305843009.213693953", 0, ErrDurationRange},
 		{"2305843010", 0, ErrDurationRange},
 		{"99999999999999999999999999", 0, ErrDurationRange},
@@ -192,7 +194,7 @@ func FuzzParseDurationSeconds(f *testing.F) {
 			}
 			t.Fatalf("%q: unexpected error %v", b, err)
 		}
-		if ns < 0 || ns > MaxDuration {
+		if ns < 0 || ns > ratelimit.MaxDuration {
 			t.Fatalf("%q: %d out of range", b, ns)
 		}
 		s := formatSeconds(ns)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/sluicehq/sluice/engine/ratelimit"
 )
 
 // TestStoredSlidingLogMatchesModel drives SL.CHECK and refunds through the
@@ -15,8 +17,8 @@ func TestStoredSlidingLogMatchesModel(t *testing.T) {
 	e := New(Config{Shards: 2, Clock: clock, SweepInterval: -1})
 	defer e.Close()
 	rng := rand.New(rand.NewPCG(3, 4))
-	p := WindowParams{Limit: 37, Window: 5e8}
-	model := map[string][]SLEntry{}
+	p := ratelimit.WindowParams{Limit: 37, Window: 5e8}
+	model := map[string][]ratelimit.SLEntry{}
 	var b Batch
 	for step := 0; step < 60000; step++ {
 		key := fmt.Sprintf("log%d", rng.IntN(6))
@@ -29,7 +31,7 @@ func TestStoredSlidingLogMatchesModel(t *testing.T) {
 			amount := int64(rng.IntN(6))
 			c.Op, c.N[0] = OpRefund, amount
 			e.Execute(&b)
-			expired, _, _, _ := SLDecide(entries, p, 0, now)
+			expired, _, _, _ := ratelimit.SLDecide(entries, p, 0, now)
 			live := entries[expired:]
 			if len(live) == 0 {
 				if b.Replies[0].Kind != ReplyNil {
@@ -38,8 +40,8 @@ func TestStoredSlidingLogMatchesModel(t *testing.T) {
 				delete(model, key)
 				continue
 			}
-			live = SLRefund(append([]SLEntry(nil), live...), amount)
-			want := SLRemaining(live, p, now)
+			live = ratelimit.SLRefund(append([]ratelimit.SLEntry(nil), live...), amount)
+			want := ratelimit.SLRemaining(live, p, now)
 			if len(live) == 0 {
 				want = p.Limit
 				delete(model, key)
@@ -53,16 +55,16 @@ func TestStoredSlidingLogMatchesModel(t *testing.T) {
 			cost := int64(rng.IntN(4))
 			c.Op, c.N = OpSLCheck, [4]int64{p.Limit, p.Window, cost}
 			e.Execute(&b)
-			expired, admit, _, want := SLDecide(entries, p, cost, now)
+			expired, admit, _, want := ratelimit.SLDecide(entries, p, cost, now)
 			if got := b.Replies[0].Dec; got != want {
 				t.Fatalf("step %d %s cost %d: got %+v, model %+v", step, key, cost, got, want)
 			}
 			if admit {
-				entries = append([]SLEntry(nil), entries[expired:]...)
+				entries = append([]ratelimit.SLEntry(nil), entries[expired:]...)
 				if n := len(entries); n > 0 && entries[n-1].At == now {
 					entries[n-1].N += cost
 				} else {
-					entries = append(entries, SLEntry{At: now, N: cost})
+					entries = append(entries, ratelimit.SLEntry{At: now, N: cost})
 				}
 				model[key] = entries
 			}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/engine/ratelimit"
 )
 
 // Parsers turn a command's arguments (args[0] is the name) into a typed
@@ -87,7 +88,7 @@ func parseThrottle(c *engine.Command, args [][]byte) error {
 			return err
 		}
 	}
-	p := engine.GCRAParams{MaxBurst: c.N[0], Count: c.N[1], Period: c.N[2]}
+	p := ratelimit.GCRAParams{MaxBurst: c.N[0], Count: c.N[1], Period: c.N[2]}
 	if err := p.Validate(); err != nil {
 		return err
 	}
@@ -121,7 +122,7 @@ func parseWindowCheck(op engine.Op) func(*engine.Command, [][]byte) error {
 				return err
 			}
 		}
-		return engine.WindowParams{Limit: c.N[0], Window: c.N[1]}.Validate()
+		return ratelimit.WindowParams{Limit: c.N[0], Window: c.N[1]}.Validate()
 	}
 }
 

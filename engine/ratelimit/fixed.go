@@ -1,4 +1,4 @@
-package engine
+package ratelimit
 
 // FWState is the fixed window's stored state: Count units admitted in the
 // window that starts at Start, a multiple of Window since the epoch.

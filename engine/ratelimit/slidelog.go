@@ -1,4 +1,4 @@
-package engine
+package ratelimit
 
 // SLEntry is one admitted batch of N units at time At. Only admitted units
 // are logged, never refused ones, so a key's log holds at most Limit entries
