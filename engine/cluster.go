@@ -28,10 +28,6 @@ var (
 	ErrClusterDown = errors.New("CLUSTERDOWN the cluster has no quorum")
 )
 
-// IsWrite reports whether a command may change state: only a leader may
-// run it.
-func IsWrite(c *Command) bool { return isWrite(c) }
-
 // NodeInfo describes one member of a replication group.
 type NodeInfo struct {
 	ID         string // node id (40 hex characters, as Redis Cluster uses)

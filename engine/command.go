@@ -8,47 +8,14 @@ import (
 	"github.com/sluicehq/sluice/engine/ratelimit"
 )
 
-// Op names what a Command does.
-type Op uint8
-
-// Operations. Decision ops come first so that isDecision is a range check.
-const (
-	OpNone Op = iota
-	OpThrottle
-	OpSWCheck
-	OpSLCheck
-	OpFWCheck
-	opLastDecision
-
-	OpRefund
-	OpInfo
-	OpGet
-	OpSet
-	OpIncrBy
-	OpDel    // one key; several keys go through OpMulti
-	OpExists // one key
-	OpType
-	OpTTL    // N[0] = 1 for milliseconds (PTTL)
-	OpExpire // N[0] = absolute unix ns, or relative when Flags&FlagRelative
-	OpPersist
-
-	// Multi-key and whole-keyspace ops run through the ordered-lock path.
-	OpMulti // Sub holds one single-key Command per key (DEL, EXISTS, MGET, LIMIT.RESET)
-	OpLimitAll
-	OpKeys
-	OpScan
-	OpFlushAll
-)
-
-func (o Op) isDecision() bool { return o > OpNone && o < opLastDecision }
-
-// MultiKind says how the replies of an OpMulti's sub-commands combine.
+// MultiKind says how the replies of a multi-key command's sub-commands
+// combine. Stored in Raft entries: the values are fixed.
 type MultiKind uint8
 
-// How OpMulti combines replies.
+// How a multi-key command combines replies.
 const (
-	MultiSum   MultiKind = iota // DEL, EXISTS, UNLINK, LIMIT.RESET: sum of integer replies
-	MultiArray                  // MGET: array of the sub-replies
+	MultiSum   MultiKind = 0 // DEL, EXISTS, UNLINK, LIMIT.RESET: sum of integer replies
+	MultiArray MultiKind = 1 // MGET: array of the sub-replies
 )
 
 // Flags modify a command.
@@ -72,16 +39,16 @@ const (
 type Command struct {
 	Op    Op
 	Flags Flags
+	// Multi combines the replies of a multi-key command (Sub set on a
+	// KeysOne op).
 	Multi MultiKind
 	Key   []byte
 	Value []byte
-	// N holds the numeric arguments, by op:
-	//   OpThrottle: max_burst, count, period (ns), quantity
-	//   OpSWCheck/OpSLCheck/OpFWCheck: limit, window (ns), cost
-	//   OpRefund: amount;  OpIncrBy: delta;  OpSet: expiry (ns) if any
-	//   OpExpire: expiry;  OpScan: cursor, count;  OpTTL: 1 for PTTL
-	N   [4]int64
-	Sub []Command // OpMulti: one command per key; OpLimitAll: the limits
+	// N holds the numeric arguments; each op's constant says which.
+	N [4]int64
+	// Sub holds, for a multi-key command, the same op once per key; for
+	// LIMIT.ALL, the decisions.
+	Sub []Command
 	// Pattern filters OpKeys/OpScan; TypeFilter filters OpScan.
 	Pattern    []byte
 	TypeFilter []byte

@@ -216,17 +216,6 @@ func (e *Engine) JournalSeq() uint64 { return e.journalSeq.Load() }
 // waits for the commands before it and runs alone on the shards it needs.
 func (e *Engine) Execute(b *Batch) { e.executeAt(b, e.clock.Now()) }
 
-// isWrite reports whether a command may change state.
-func isWrite(c *Command) bool {
-	switch c.Op {
-	case OpMulti:
-		return len(c.Sub) > 0 && journaledOp(c.Sub[0].Op)
-	case OpLimitAll:
-		return true
-	}
-	return journaledOp(c.Op)
-}
-
 // ExecuteAt is Execute at a given now, for cluster mode, where the leader
 // stamps a batch once and every node applies it with that time. The clock
 // is advanced to now so later readings never fall behind it.
@@ -260,16 +249,17 @@ func (e *Engine) executeAt(b *Batch, now int64) {
 	}
 	for i := 0; i < len(b.Cmds); i++ {
 		c := &b.Cmds[i]
+		spec := c.Op.spec()
 		switch {
-		case misconf != nil && isWrite(c):
+		case misconf != nil && spec.Writes:
 			b.Replies[i] = errReply(ErrMisconf)
-		case c.Op == OpMulti || c.Op == OpLimitAll:
+		case c.heldShards():
 			// Consecutive multi-key commands share one hold of the
 			// shards they need: a pipeline of LIMIT.ALLs pays the
 			// hand-offs once, not once per command.
 			e.flush(b)
 			end := i + 1
-			for end < len(b.Cmds) && (b.Cmds[end].Op == OpMulti || b.Cmds[end].Op == OpLimitAll) && end-i < 256 {
+			for end < len(b.Cmds) && b.Cmds[end].heldShards() && end-i < 256 {
 				end++
 			}
 			if misconf != nil {
@@ -277,10 +267,10 @@ func (e *Engine) executeAt(b *Batch, now int64) {
 			}
 			e.executeHeld(b, i, end)
 			i = end - 1
-		case c.Op > OpMulti:
+		case spec.Keys == KeysAll:
 			e.flush(b)
-			b.Replies[i] = e.executeMulti(c, b.now, b)
-		default:
+			b.Replies[i] = spec.applyAll(e, c, b.now, b)
+		case spec.Keys == KeysOne:
 			c.hash = shard.Hash(c.Key)
 			s := e.shardOf(c.hash)
 			j := &b.jobs[s]
@@ -288,6 +278,8 @@ func (e *Engine) executeAt(b *Batch, now int64) {
 				b.used = append(b.used, s)
 			}
 			j.idx = append(j.idx, int32(i))
+		default:
+			b.Replies[i] = errReply(errUnknownOp)
 		}
 	}
 	e.flush(b)
@@ -295,7 +287,7 @@ func (e *Engine) executeAt(b *Batch, now int64) {
 		if err := e.journal.WaitDurable(b.durable); err != nil {
 			// Applied but not known durable: say so rather than claim it.
 			for i := range b.Replies {
-				if isWrite(&b.Cmds[i]) && b.Replies[i].Kind != ReplyError {
+				if b.Cmds[i].Writes() && b.Replies[i].Kind != ReplyError {
 					b.Replies[i] = errReply(ErrMisconf)
 				}
 			}

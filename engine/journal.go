@@ -56,20 +56,6 @@ var ErrMisconf = errors.New("MISCONF Errors writing to the append-only file; wri
 // the last seq it includes, and replay skips what the snapshot already has.
 const recordVersion = 1
 
-// mutates reports whether a command with this reply changed state, and so
-// must be journaled. Limited decisions and peeks change nothing.
-func mutates(c *Command, r *Reply) bool {
-	switch c.Op {
-	case OpThrottle:
-		return r.Kind == ReplyDecision && !r.Dec.Limited && c.N[3] > 0
-	case OpSWCheck, OpSLCheck, OpFWCheck:
-		return r.Kind == ReplyDecision && !r.Dec.Limited && c.N[2] > 0
-	case OpRefund, OpSet, OpIncrBy, OpDel, OpExpire, OpPersist, OpFlushAll:
-		return r.Kind != ReplyError
-	}
-	return false
-}
-
 func appendCommand(buf []byte, c *Command) []byte {
 	buf = append(buf, byte(c.Op), byte(c.Multi))
 	buf = binary.AppendUvarint(buf, uint64(c.Flags))
@@ -137,8 +123,21 @@ func (r *reader) command(depth int) (Command, error) {
 		}
 		c.Sub = append(c.Sub, sub)
 	}
-	if !journaledOp(c.Op) && !(depth == 0 && (c.Op == OpMulti || c.Op == OpLimitAll)) {
-		return c, fmt.Errorf("%w: op %d", errBadRecord, c.Op)
+	// Only writes travel; sub-commands only under a multi-key write or
+	// LIMIT.ALL, and never nested.
+	spec := c.Op.spec()
+	switch {
+	case !spec.Writes:
+		return c, fmt.Errorf("%w: op %d does not write", errBadRecord, c.Op)
+	case spec.Keys == KeysLimits && len(c.Sub) == 0:
+		return c, fmt.Errorf("%w: LIMIT.ALL without limits", errBadRecord)
+	case len(c.Sub) > 0 && spec.Keys != KeysOne && spec.Keys != KeysLimits:
+		return c, fmt.Errorf("%w: op %d has sub-commands", errBadRecord, c.Op)
+	}
+	for i := range c.Sub {
+		if sub := c.Sub[i].Op.spec(); spec.Keys == KeysLimits && !sub.Decision || spec.Keys == KeysOne && c.Sub[i].Op != c.Op {
+			return c, fmt.Errorf("%w: op %d under op %d", errBadRecord, c.Sub[i].Op, c.Op)
+		}
 	}
 	return c, nil
 }
@@ -205,8 +204,10 @@ func DecodeRecord(rec []byte, into *DecodedRecord) error {
 		if err != nil {
 			return err
 		}
-		if !journaledOp(c.Op) {
-			return fmt.Errorf("%w: op %d", errBadRecord, c.Op)
+		// A record holds one shard's part: single-key writes, or a
+		// FLUSHALL; multi-key commands are journaled key by key.
+		if len(c.Sub) > 0 {
+			return fmt.Errorf("%w: op %d with sub-commands in a journal record", errBadRecord, c.Op)
 		}
 		into.Cmds = append(into.Cmds, c)
 	}
@@ -214,14 +215,6 @@ func DecodeRecord(rec []byte, into *DecodedRecord) error {
 		return errBadRecord
 	}
 	return nil
-}
-
-func journaledOp(op Op) bool {
-	switch op {
-	case OpThrottle, OpSWCheck, OpSLCheck, OpFWCheck, OpRefund, OpSet, OpIncrBy, OpDel, OpExpire, OpPersist, OpFlushAll:
-		return true
-	}
-	return false
 }
 
 type reader struct {
@@ -279,7 +272,7 @@ func (j *shardJob) journal(cmds []Command, replies []Reply, idx []int32, now int
 	w := &j.jw
 	started := false
 	for _, i := range idx {
-		if !mutates(&cmds[i], &replies[i]) {
+		if changed := cmds[i].Op.spec().changed; changed == nil || !changed(&cmds[i], &replies[i]) {
 			continue
 		}
 		if !started {

@@ -82,7 +82,7 @@ func workload(e *Engine, seed uint64, steps int, mid func()) {
 						c.Op, c.N = OpIncrBy, [4]int64{int64(rng.IntN(5))}
 						key = append([]byte("n"), key...)
 					case 7:
-						c.Op, c.Multi = OpMulti, MultiSum
+						c.Op, c.Multi = OpDel, MultiSum
 						c.Sub = append(c.Sub[:0], Command{Op: OpDel, Key: key}, Command{Op: OpDel, Key: []byte("k1")})
 					case 8:
 						c.Op = OpLimitAll

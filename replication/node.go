@@ -391,7 +391,7 @@ func (n *Node) Execute(b *engine.Batch) {
 
 func hasWrite(b *engine.Batch) bool {
 	for i := range b.Cmds {
-		if engine.IsWrite(&b.Cmds[i]) {
+		if b.Cmds[i].Writes() {
 			return true
 		}
 	}
@@ -491,7 +491,7 @@ func (n *Node) batcher() {
 		writes = writes[:0]
 		for _, r := range p.reqs {
 			for i := range r.b.Cmds {
-				if engine.IsWrite(&r.b.Cmds[i]) {
+				if r.b.Cmds[i].Writes() {
 					writes = append(writes, r.b.Cmds[i])
 				}
 			}

@@ -52,11 +52,24 @@ type command struct {
 	since    string
 	summary  string
 	args     []argSpec
-	// parse fills an engine command (engine-executed commands); run
-	// executes a command on the connection (server-level commands).
-	// Exactly one is set.
+	// op is the engine op an engine-executed command becomes; its row of
+	// the engine's op table says whether it writes, decides or creates
+	// state, and a test holds flags to it. parse fills the rest of the
+	// engine command from the arguments (c.Op is already op). run executes
+	// a server-level command on the connection instead. Exactly one of
+	// parse and run is set.
+	op    engine.Op
 	parse func(c *engine.Command, args [][]byte) error
 	run   func(s *Server, cl *client, args [][]byte)
+	// limitArgs is, for a decision, how many arguments it takes inside
+	// LIMIT.ALL (name included, MS excluded), where the cost is required.
+	limitArgs int
+}
+
+// parseInto makes c the row's engine command for args.
+func (cmd *command) parseInto(c *engine.Command, args [][]byte) error {
+	c.Op = cmd.op
+	return cmd.parse(c, args)
 }
 
 func key(name string) argSpec     { return argSpec{name: name, typ: "key"} }
@@ -90,84 +103,84 @@ func commandList() []*command {
 		{name: "cl.throttle", arity: -5, flags: decisionFlags, firstKey: 1, lastKey: 1, step: 1, group: groupLimit, since: "0.1.0",
 			summary: "GCRA decision, redis-cell compatible: count per period with a burst of max_burst+1.",
 			args:    []argSpec{key("key"), integer("max_burst"), integer("count"), seconds("period"), opt(integer("quantity")), token("MS")},
-			parse:   parseThrottle},
+			op:      engine.OpThrottle, limitArgs: 6, parse: parseThrottle},
 		{name: "sw.check", arity: -4, flags: decisionFlags, firstKey: 1, lastKey: 1, step: 1, group: groupLimit, since: "0.1.0",
 			summary: "Sliding window counter decision: at most limit per window, estimated from two counters.",
-			args:    windowArgs, parse: parseWindowCheck(engine.OpSWCheck)},
+			args:    windowArgs, op: engine.OpSWCheck, limitArgs: 5, parse: parseWindowCheck},
 		{name: "sl.check", arity: -4, flags: decisionFlags, firstKey: 1, lastKey: 1, step: 1, group: groupLimit, since: "0.1.0",
 			summary: "Sliding log decision: exactly at most limit units in any rolling window.",
-			args:    windowArgs, parse: parseWindowCheck(engine.OpSLCheck)},
+			args:    windowArgs, op: engine.OpSLCheck, limitArgs: 5, parse: parseWindowCheck},
 		{name: "fw.check", arity: -4, flags: decisionFlags, firstKey: 1, lastKey: 1, step: 1, group: groupLimit, since: "0.1.0",
 			summary: "Fixed window decision: at most limit per window aligned to the epoch (bursts up to 2x at a boundary).",
-			args:    windowArgs, parse: parseWindowCheck(engine.OpFWCheck)},
+			args:    windowArgs, op: engine.OpFWCheck, limitArgs: 5, parse: parseWindowCheck},
 		{name: "limit.all", arity: -7, flags: flagWrite | flagDenyOOM | flagDecision, firstKey: 0, lastKey: 0, step: 0, group: groupLimit, since: "0.1.0",
 			summary: "All-or-nothing over several decisions: every limit consumes, or none does.",
 			args:    []argSpec{integer("numlimits"), many(str("limit"))},
-			parse:   parseLimitAll},
+			op:      engine.OpLimitAll, parse: parseLimitAll},
 		{name: "limit.refund", arity: 3, flags: flagWrite | flagFast, firstKey: 1, lastKey: 1, step: 1, group: groupLimit, since: "0.1.0",
 			summary: "Give units back to a live limiter (never above full); nil when the key holds no state.",
-			args:    []argSpec{key("key"), integer("amount")}, parse: parseRefund},
+			args:    []argSpec{key("key"), integer("amount")}, op: engine.OpRefund, parse: parseRefund},
 		{name: "limit.reset", arity: -2, flags: flagWrite, firstKey: 1, lastKey: -1, step: 1, group: groupLimit, since: "0.1.0",
 			summary: "Forget limiter state; replies how many keys held live limiter state.",
-			args:    []argSpec{many(key("key"))}, parse: parseKeys(engine.OpDel, engine.MultiSum, engine.FlagReset)},
+			args:    []argSpec{many(key("key"))}, op: engine.OpDel, parse: parseKeys(engine.MultiSum, engine.FlagReset)},
 		{name: "limit.info", arity: 2, flags: flagReadonly | flagFast, firstKey: 1, lastKey: 1, step: 1, group: groupLimit, since: "0.1.0",
 			summary: "Family, parameters, remaining and the stored absolute reset time of a limiter.",
-			args:    []argSpec{key("key")}, parse: parseKeyOnly(engine.OpInfo)},
+			args:    []argSpec{key("key")}, op: engine.OpInfo, parse: parseKey},
 
 		// Strings.
 		{name: "get", arity: 2, flags: flagReadonly | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "string", since: "1.0.0",
-			summary: "Get the value of a key.", args: []argSpec{key("key")}, parse: parseKeyOnly(engine.OpGet)},
+			summary: "Get the value of a key.", args: []argSpec{key("key")}, op: engine.OpGet, parse: parseKey},
 		{name: "set", arity: -3, flags: flagWrite | flagDenyOOM, firstKey: 1, lastKey: 1, step: 1, group: "string", since: "1.0.0",
 			summary: "Set the string value of a key.",
 			args:    []argSpec{key("key"), str("value"), token("NX"), token("XX"), token("GET"), opt(integer("EX seconds")), opt(integer("PX milliseconds")), opt(integer("EXAT unix-time-seconds")), opt(integer("PXAT unix-time-milliseconds")), token("KEEPTTL")},
-			parse:   parseSet},
+			op:      engine.OpSet, parse: parseSet},
 		{name: "mget", arity: -2, flags: flagReadonly | flagFast, firstKey: 1, lastKey: -1, step: 1, group: "string", since: "1.0.0",
-			summary: "Get the values of several keys.", args: []argSpec{many(key("key"))}, parse: parseKeys(engine.OpGet, engine.MultiArray, 0)},
+			summary: "Get the values of several keys.", args: []argSpec{many(key("key"))}, op: engine.OpGet, parse: parseKeys(engine.MultiArray, 0)},
 		{name: "incr", arity: 2, flags: flagWrite | flagDenyOOM | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "string", since: "1.0.0",
-			summary: "Increment the integer value of a key by one.", args: []argSpec{key("key")}, parse: parseIncr(1, false)},
+			summary: "Increment the integer value of a key by one.", args: []argSpec{key("key")}, op: engine.OpIncrBy, parse: parseIncr(1, false)},
 		{name: "decr", arity: 2, flags: flagWrite | flagDenyOOM | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "string", since: "1.0.0",
-			summary: "Decrement the integer value of a key by one.", args: []argSpec{key("key")}, parse: parseIncr(-1, false)},
+			summary: "Decrement the integer value of a key by one.", args: []argSpec{key("key")}, op: engine.OpIncrBy, parse: parseIncr(-1, false)},
 		{name: "incrby", arity: 3, flags: flagWrite | flagDenyOOM | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "string", since: "1.0.0",
-			summary: "Increment the integer value of a key by a number.", args: []argSpec{key("key"), integer("increment")}, parse: parseIncr(1, true)},
+			summary: "Increment the integer value of a key by a number.", args: []argSpec{key("key"), integer("increment")}, op: engine.OpIncrBy, parse: parseIncr(1, true)},
 		{name: "decrby", arity: 3, flags: flagWrite | flagDenyOOM | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "string", since: "1.0.0",
-			summary: "Decrement the integer value of a key by a number.", args: []argSpec{key("key"), integer("decrement")}, parse: parseIncr(-1, true)},
+			summary: "Decrement the integer value of a key by a number.", args: []argSpec{key("key"), integer("decrement")}, op: engine.OpIncrBy, parse: parseIncr(-1, true)},
 
 		// Keys.
 		{name: "del", arity: -2, flags: flagWrite, firstKey: 1, lastKey: -1, step: 1, group: "generic", since: "1.0.0",
-			summary: "Delete keys.", args: []argSpec{many(key("key"))}, parse: parseKeys(engine.OpDel, engine.MultiSum, 0)},
+			summary: "Delete keys.", args: []argSpec{many(key("key"))}, op: engine.OpDel, parse: parseKeys(engine.MultiSum, 0)},
 		{name: "unlink", arity: -2, flags: flagWrite | flagFast, firstKey: 1, lastKey: -1, step: 1, group: "generic", since: "4.0.0",
-			summary: "Delete keys.", args: []argSpec{many(key("key"))}, parse: parseKeys(engine.OpDel, engine.MultiSum, 0)},
+			summary: "Delete keys.", args: []argSpec{many(key("key"))}, op: engine.OpDel, parse: parseKeys(engine.MultiSum, 0)},
 		{name: "exists", arity: -2, flags: flagReadonly | flagFast, firstKey: 1, lastKey: -1, step: 1, group: "generic", since: "1.0.0",
-			summary: "Count how many of the keys exist.", args: []argSpec{many(key("key"))}, parse: parseKeys(engine.OpExists, engine.MultiSum, 0)},
+			summary: "Count how many of the keys exist.", args: []argSpec{many(key("key"))}, op: engine.OpExists, parse: parseKeys(engine.MultiSum, 0)},
 		{name: "type", arity: 2, flags: flagReadonly | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "generic", since: "1.0.0",
-			summary: "The type of a key: string, gcra, sliding-window, sliding-log, fixed-window or none.", args: []argSpec{key("key")}, parse: parseKeyOnly(engine.OpType)},
+			summary: "The type of a key: string, gcra, sliding-window, sliding-log, fixed-window or none.", args: []argSpec{key("key")}, op: engine.OpType, parse: parseKey},
 		{name: "ttl", arity: 2, flags: flagReadonly | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "generic", since: "1.0.0",
-			summary: "Seconds to live; for a limiter, its reset_after.", args: []argSpec{key("key")}, parse: parseTTL(false)},
+			summary: "Seconds to live; for a limiter, its reset_after.", args: []argSpec{key("key")}, op: engine.OpTTL, parse: parseTTL(false)},
 		{name: "pttl", arity: 2, flags: flagReadonly | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "generic", since: "2.6.0",
-			summary: "Milliseconds to live; for a limiter, its reset_after.", args: []argSpec{key("key")}, parse: parseTTL(true)},
+			summary: "Milliseconds to live; for a limiter, its reset_after.", args: []argSpec{key("key")}, op: engine.OpTTL, parse: parseTTL(true)},
 		{name: "expire", arity: -3, flags: flagWrite | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "generic", since: "1.0.0",
 			summary: "Set a string key's time to live in seconds.", args: []argSpec{key("key"), integer("seconds"), token("NX"), token("XX"), token("GT"), token("LT")},
-			parse: parseExpire(unitSeconds, true, "expire")},
+			op: engine.OpExpire, parse: parseExpire(unitSeconds, true, "expire")},
 		{name: "pexpire", arity: -3, flags: flagWrite | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "generic", since: "2.6.0",
 			summary: "Set a string key's time to live in milliseconds.", args: []argSpec{key("key"), integer("milliseconds"), token("NX"), token("XX"), token("GT"), token("LT")},
-			parse: parseExpire(unitMillis, true, "pexpire")},
+			op: engine.OpExpire, parse: parseExpire(unitMillis, true, "pexpire")},
 		{name: "expireat", arity: -3, flags: flagWrite | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "generic", since: "1.2.0",
 			summary: "Set a string key's expiry as a unix time in seconds.", args: []argSpec{key("key"), integer("unix-time-seconds"), token("NX"), token("XX"), token("GT"), token("LT")},
-			parse: parseExpire(unitSeconds, false, "expireat")},
+			op: engine.OpExpire, parse: parseExpire(unitSeconds, false, "expireat")},
 		{name: "pexpireat", arity: -3, flags: flagWrite | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "generic", since: "2.6.0",
 			summary: "Set a string key's expiry as a unix time in milliseconds.", args: []argSpec{key("key"), integer("unix-time-milliseconds"), token("NX"), token("XX"), token("GT"), token("LT")},
-			parse: parseExpire(unitMillis, false, "pexpireat")},
+			op: engine.OpExpire, parse: parseExpire(unitMillis, false, "pexpireat")},
 		{name: "persist", arity: 2, flags: flagWrite | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "generic", since: "2.2.0",
-			summary: "Remove a string key's expiry.", args: []argSpec{key("key")}, parse: parseKeyOnly(engine.OpPersist)},
+			summary: "Remove a string key's expiry.", args: []argSpec{key("key")}, op: engine.OpPersist, parse: parseKey},
 		{name: "scan", arity: -2, flags: flagReadonly, group: "generic", since: "2.8.0",
 			summary: "Iterate the key space.", args: []argSpec{integer("cursor"), opt(str("MATCH pattern")), opt(integer("COUNT count")), opt(str("TYPE type"))},
-			parse: parseScan},
+			op: engine.OpScan, parse: parseScan},
 		{name: "keys", arity: 2, flags: flagReadonly, group: "generic", since: "1.0.0",
-			summary: "All keys matching a glob pattern (O(N): prefer SCAN).", args: []argSpec{{name: "pattern", typ: "pattern"}}, parse: parseKeysPattern},
+			summary: "All keys matching a glob pattern (O(N): prefer SCAN).", args: []argSpec{{name: "pattern", typ: "pattern"}}, op: engine.OpKeys, parse: parseKeysPattern},
 		{name: "flushall", arity: -1, flags: flagWrite, group: "server", since: "1.0.0",
-			summary: "Remove every key.", args: []argSpec{token("ASYNC"), token("SYNC")}, parse: parseFlush},
+			summary: "Remove every key.", args: []argSpec{token("ASYNC"), token("SYNC")}, op: engine.OpFlushAll, parse: parseFlush},
 		{name: "flushdb", arity: -1, flags: flagWrite, group: "server", since: "1.0.0",
-			summary: "Remove every key (Sluice has one database).", args: []argSpec{token("ASYNC"), token("SYNC")}, parse: parseFlush},
+			summary: "Remove every key (Sluice has one database).", args: []argSpec{token("ASYNC"), token("SYNC")}, op: engine.OpFlushAll, parse: parseFlush},
 		{name: "dbsize", arity: 1, flags: flagReadonly | flagFast, group: "server", since: "1.0.0",
 			summary: "Number of keys, counting expired ones not yet swept.", run: cmdDBSize},
 

@@ -217,7 +217,7 @@ func (c *client) dispatch(args [][]byte) {
 		return
 	}
 	ec := c.batch.Add()
-	if err := cmd.parse(ec, args); err != nil {
+	if err := cmd.parseInto(ec, args); err != nil {
 		c.batch.Cmds = c.batch.Cmds[:len(c.batch.Cmds)-1]
 		c.replyError(err)
 		return

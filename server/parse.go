@@ -68,7 +68,7 @@ func parseThrottle(c *engine.Command, args [][]byte) error {
 	if len(args) < 5 || len(args) > 6 {
 		return errSyntax
 	}
-	c.Op, c.Flags, c.Key = engine.OpThrottle, flags, args[1]
+	c.Flags, c.Key = flags, args[1]
 	var err error
 	if c.N[0], err = parseNonNegative("max_burst", args[2]); err != nil {
 		return err
@@ -96,39 +96,33 @@ func parseThrottle(c *engine.Command, args [][]byte) error {
 }
 
 // parseWindowCheck: SW.CHECK|SL.CHECK|FW.CHECK key limit window [cost] [MS]
-func parseWindowCheck(op engine.Op) func(*engine.Command, [][]byte) error {
-	return func(c *engine.Command, args [][]byte) error {
-		args, flags := trailingMS(args)
-		if len(args) < 4 || len(args) > 5 {
-			return errSyntax
-		}
-		c.Op, c.Flags, c.Key = op, flags, args[1]
-		var err error
-		if c.N[0], err = parseInt("limit", args[2]); err != nil {
-			return err
-		}
-		if c.N[0] < 1 {
-			return badArg("limit", args[2], errNotPositive)
-		}
-		if op == engine.OpSLCheck && c.N[0] > maxLogLimit {
-			return badArg("limit", args[2], errLogLimit)
-		}
-		if c.N[1], err = parseSeconds("window", args[3]); err != nil {
-			return err
-		}
-		c.N[2] = 1
-		if len(args) == 5 {
-			if c.N[2], err = parseNonNegative("cost", args[4]); err != nil {
-				return err
-			}
-		}
-		return ratelimit.WindowParams{Limit: c.N[0], Window: c.N[1]}.Validate()
+func parseWindowCheck(c *engine.Command, args [][]byte) error {
+	args, flags := trailingMS(args)
+	if len(args) < 4 || len(args) > 5 {
+		return errSyntax
 	}
+	c.Flags, c.Key = flags, args[1]
+	var err error
+	if c.N[0], err = parseInt("limit", args[2]); err != nil {
+		return err
+	}
+	if c.N[0] < 1 {
+		return badArg("limit", args[2], errNotPositive)
+	}
+	if c.Op == engine.OpSLCheck && c.N[0] > maxLogLimit {
+		return badArg("limit", args[2], errLogLimit)
+	}
+	if c.N[1], err = parseSeconds("window", args[3]); err != nil {
+		return err
+	}
+	c.N[2] = 1
+	if len(args) == 5 {
+		if c.N[2], err = parseNonNegative("cost", args[4]); err != nil {
+			return err
+		}
+	}
+	return ratelimit.WindowParams{Limit: c.N[0], Window: c.N[1]}.Validate()
 }
-
-// decisionArgs is how many arguments (name included, MS excluded) each
-// decision takes inside LIMIT.ALL, where the cost is required.
-var decisionArgs = map[string]int{"cl.throttle": 6, "sw.check": 5, "sl.check": 5, "fw.check": 5}
 
 // parseLimitAll: LIMIT.ALL n <limit> [<limit> ...]
 func parseLimitAll(c *engine.Command, args [][]byte) error {
@@ -139,14 +133,14 @@ func parseLimitAll(c *engine.Command, args [][]byte) error {
 	if n < 1 {
 		return badArg("numlimits", args[1], errNotPositive)
 	}
-	c.Op = engine.OpLimitAll
 	rest := args[2:]
 	for len(rest) > 0 {
 		name := strings.ToLower(string(rest[0]))
-		want, ok := decisionArgs[name]
-		if !ok {
+		row := commands[name]
+		if row == nil || row.limitArgs == 0 {
 			return badArg("limit", rest[0], errNotLimit)
 		}
+		want := row.limitArgs
 		if len(rest) < want {
 			return badArg(name, rest[0], errIncomplete)
 		}
@@ -159,7 +153,7 @@ func parseLimitAll(c *engine.Command, args [][]byte) error {
 		}
 		c.Sub = append(c.Sub, engine.Command{})
 		sub := &c.Sub[len(c.Sub)-1]
-		if err := commands[name].parse(sub, rest[:take]); err != nil {
+		if err := row.parseInto(sub, rest[:take]); err != nil {
 			return err
 		}
 		rest = rest[take:]
@@ -170,31 +164,32 @@ func parseLimitAll(c *engine.Command, args [][]byte) error {
 	return nil
 }
 
-func parseKeyOnly(op engine.Op) func(*engine.Command, [][]byte) error {
-	return func(c *engine.Command, args [][]byte) error {
-		c.Op, c.Key = op, args[1]
-		return nil
-	}
+// parseKey: a command whose only argument is its key.
+func parseKey(c *engine.Command, args [][]byte) error {
+	c.Key = args[1]
+	return nil
 }
 
-// parseKeys builds a multi-key command from args[1:], or a plain single-key
-// one when there is only one key and the reply shape allows it.
-func parseKeys(op engine.Op, multi engine.MultiKind, flags engine.Flags) func(*engine.Command, [][]byte) error {
+// parseKeys builds a multi-key command from args[1:] (the row's op once
+// per key), or a plain single-key one when there is only one key and the
+// reply shape allows it.
+func parseKeys(multi engine.MultiKind, flags engine.Flags) func(*engine.Command, [][]byte) error {
 	return func(c *engine.Command, args [][]byte) error {
+		c.Flags = flags
 		if len(args) == 2 && multi == engine.MultiSum {
-			c.Op, c.Key, c.Flags = op, args[1], flags
+			c.Key = args[1]
 			return nil
 		}
-		c.Op, c.Multi = engine.OpMulti, multi
+		c.Multi = multi
 		for _, k := range args[1:] {
-			c.Sub = append(c.Sub, engine.Command{Op: op, Key: k, Flags: flags})
+			c.Sub = append(c.Sub, engine.Command{Op: c.Op, Key: k, Flags: flags})
 		}
 		return nil
 	}
 }
 
 func parseRefund(c *engine.Command, args [][]byte) error {
-	c.Op, c.Key = engine.OpRefund, args[1]
+	c.Key = args[1]
 	var err error
 	c.N[0], err = parseNonNegative("amount", args[2])
 	return err
@@ -202,7 +197,7 @@ func parseRefund(c *engine.Command, args [][]byte) error {
 
 func parseTTL(millis bool) func(*engine.Command, [][]byte) error {
 	return func(c *engine.Command, args [][]byte) error {
-		c.Op, c.Key = engine.OpTTL, args[1]
+		c.Key = args[1]
 		if millis {
 			c.N[0] = 1
 		}
@@ -212,7 +207,7 @@ func parseTTL(millis bool) func(*engine.Command, [][]byte) error {
 
 func parseIncr(sign int64, byArg bool) func(*engine.Command, [][]byte) error {
 	return func(c *engine.Command, args [][]byte) error {
-		c.Op, c.Key, c.N[0] = engine.OpIncrBy, args[1], sign
+		c.Key, c.N[0] = args[1], sign
 		if !byArg {
 			return nil
 		}
@@ -256,7 +251,7 @@ func scaleTime(b []byte, unit int64, relative bool, cmd string) (int64, error) {
 
 // parseSet: SET key value [NX|XX] [GET] [EX s|PX ms|EXAT ts|PXAT ts|KEEPTTL]
 func parseSet(c *engine.Command, args [][]byte) error {
-	c.Op, c.Key, c.Value = engine.OpSet, args[1], args[2]
+	c.Key, c.Value = args[1], args[2]
 	expirySet := false
 	for i := 3; i < len(args); i++ {
 		a := args[i]
@@ -299,7 +294,7 @@ func parseSet(c *engine.Command, args [][]byte) error {
 // parseExpire: EXPIRE|PEXPIRE|EXPIREAT|PEXPIREAT key time [NX|XX|GT|LT]
 func parseExpire(unit int64, relative bool, name string) func(*engine.Command, [][]byte) error {
 	return func(c *engine.Command, args [][]byte) error {
-		c.Op, c.Key = engine.OpExpire, args[1]
+		c.Key = args[1]
 		n, err := scaleTime(args[2], unit, relative, name)
 		if err != nil {
 			return err
@@ -335,7 +330,6 @@ func parseExpire(unit int64, relative bool, name string) func(*engine.Command, [
 
 // parseScan: SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]
 func parseScan(c *engine.Command, args [][]byte) error {
-	c.Op = engine.OpScan
 	cur, err := engine.ParseInt64(args[1])
 	if err != nil && !bytes.Equal(args[1], []byte("0")) {
 		return errors.New("invalid cursor")
@@ -367,7 +361,7 @@ func parseScan(c *engine.Command, args [][]byte) error {
 }
 
 func parseKeysPattern(c *engine.Command, args [][]byte) error {
-	c.Op, c.Pattern = engine.OpKeys, args[1]
+	c.Pattern = args[1]
 	return nil
 }
 
@@ -377,6 +371,5 @@ func parseFlush(c *engine.Command, args [][]byte) error {
 			return errSyntax
 		}
 	}
-	c.Op = engine.OpFlushAll
 	return nil
 }

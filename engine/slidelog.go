@@ -7,182 +7,7 @@ import (
 	"github.com/sluicehq/sluice/shard"
 )
 
-// Limiter records keep their absolute reset timestamp in the record's
-// expiry, so an expired limiter is absent to every read, and only the
-// parameters and counters in the payload. Layouts (little-endian int64s):
-//
-//	gcra:           emission interval, max_burst            (TAT = expiry)
-//	sliding-window: window, limit, cur, prev                 (start derived from expiry)
-//	fixed-window:   window, limit, count                     (start = expiry - window)
-//	sliding-log:    window, limit, total, head, count, then a ring of (at, n) (see slRing)
-const (
-	gcraPayload   = 16
-	swPayload     = 32
-	fwPayload     = 24
-	slEntryLength = 16
-)
-
-func getI(b []byte, i int) int64    { return int64(binary.LittleEndian.Uint64(b[8*i:])) }
-func putI(b []byte, i int, v int64) { binary.LittleEndian.PutUint64(b[8*i:], uint64(v)) }
-
-// lookup finds the live record for c's key and checks its kind. ok is
-// false when there is no live state; e may then still hold an expired
-// record of the same kind, which the caller overwrites in place instead of
-// deleting it and inserting anew (limiters with short periods expire and
-// come back constantly).
-func lookup(t *shard.Table, c *Command, now int64, kind shard.Kind) (e shard.Entry, ok bool, err error) {
-	e, found, live := t.Lookup(c.Key, c.hash, now)
-	switch {
-	case !found:
-		return shard.Entry{}, false, nil
-	case !live && e.Kind != kind:
-		t.Delete(e)
-		return shard.Entry{}, false, nil
-	case !live:
-		return e, false, nil
-	case e.Kind != kind:
-		return e, false, ErrWrongType
-	}
-	return e, true, nil
-}
-
-// create inserts a new record unless memory is past maxmemory: live state
-// is never evicted, so new state is what gets refused.
-func (j *shardJob) create(t *shard.Table, c *Command, kind shard.Kind, expireAt int64, payload int) (shard.Entry, error) {
-	// LIMIT.ALL's commit phase was already cleared by its dry run; failing
-	// now would apply the limits in part.
-	if !j.committing && (j.b == nil || !j.b.replaying) && j.e.overMemory() {
-		return shard.Entry{}, ErrOOM
-	}
-	return t.Insert(c.Key, c.hash, kind, expireAt, payload)
-}
-
-// dryRunCreate reports, in a dry run, the error creating state would meet.
-func (j *shardJob) dryRunCreate(creates bool) error {
-	if j.dryRun && creates && j.e.overMemory() {
-		return ErrOOM
-	}
-	return nil
-}
-
-func (j *shardJob) throttle(t *shard.Table, c *Command, now int64) Reply {
-	p := ratelimit.GCRAParams{MaxBurst: c.N[0], Count: c.N[1], Period: c.N[2]}
-	e, ok, err := lookup(t, c, now, shard.KindGCRA)
-	if err != nil {
-		return errReply(err)
-	}
-	var tat int64
-	if ok {
-		tat = t.ExpireAt(e)
-	}
-	newTAT, write, d := ratelimit.GCRADecide(tat, ok, p, c.N[3], now)
-	if err := j.dryRunCreate(write && e.Payload == nil); err != nil {
-		return errReply(err)
-	}
-	if write && !j.dryRun {
-		if e.Payload == nil {
-			if e, err = j.create(t, c, shard.KindGCRA, newTAT, gcraPayload); err != nil {
-				return errReply(err)
-			}
-		} else {
-			t.SetExpireAt(e, newTAT)
-		}
-		putI(e.Payload, 0, p.EmissionInterval())
-		putI(e.Payload, 1, p.MaxBurst)
-	}
-	j.count(d)
-	return decReply(d, c.Flags)
-}
-
-func gcraParams(e shard.Entry) ratelimit.GCRAParams {
-	return ratelimit.GCRAParams{MaxBurst: getI(e.Payload, 1), Count: 1, Period: getI(e.Payload, 0)}
-}
-
-func swState(t *shard.Table, e shard.Entry) (ratelimit.SWState, ratelimit.WindowParams) {
-	p := ratelimit.WindowParams{Window: getI(e.Payload, 0), Limit: getI(e.Payload, 1)}
-	s := ratelimit.SWState{Cur: getI(e.Payload, 2), Prev: getI(e.Payload, 3)}
-	// The stored reset time is when the estimate reaches zero: the end of
-	// the next window while the current one has counts, else the end of
-	// the current one. The window start follows from it.
-	if s.Cur > 0 {
-		s.Start = t.ExpireAt(e) - 2*p.Window
-	} else {
-		s.Start = t.ExpireAt(e) - p.Window
-	}
-	return s, p
-}
-
-func (j *shardJob) slidingWindow(t *shard.Table, c *Command, now int64) Reply {
-	p := ratelimit.WindowParams{Limit: c.N[0], Window: c.N[1]}
-	e, ok, err := lookup(t, c, now, shard.KindSlidingWindow)
-	if err != nil {
-		return errReply(err)
-	}
-	var s ratelimit.SWState
-	if ok {
-		var stored ratelimit.WindowParams
-		s, stored = swState(t, e)
-		// Counts taken over windows of another length mean nothing under
-		// this one: a changed window starts the limiter afresh.
-		ok = stored.Window == p.Window
-	}
-	next, resetAt, write, d := ratelimit.SWDecide(s, ok, p, c.N[2], now)
-	if err := j.dryRunCreate(write && e.Payload == nil); err != nil {
-		return errReply(err)
-	}
-	if write && !j.dryRun {
-		if e.Payload == nil {
-			if e, err = j.create(t, c, shard.KindSlidingWindow, resetAt, swPayload); err != nil {
-				return errReply(err)
-			}
-		} else {
-			t.SetExpireAt(e, resetAt)
-		}
-		putI(e.Payload, 0, p.Window)
-		putI(e.Payload, 1, p.Limit)
-		putI(e.Payload, 2, next.Cur)
-		putI(e.Payload, 3, next.Prev)
-	}
-	j.count(d)
-	return decReply(d, c.Flags)
-}
-
-func fwState(t *shard.Table, e shard.Entry) (ratelimit.FWState, ratelimit.WindowParams) {
-	p := ratelimit.WindowParams{Window: getI(e.Payload, 0), Limit: getI(e.Payload, 1)}
-	return ratelimit.FWState{Start: t.ExpireAt(e) - p.Window, Count: getI(e.Payload, 2)}, p
-}
-
-func (j *shardJob) fixedWindow(t *shard.Table, c *Command, now int64) Reply {
-	p := ratelimit.WindowParams{Limit: c.N[0], Window: c.N[1]}
-	e, ok, err := lookup(t, c, now, shard.KindFixedWindow)
-	if err != nil {
-		return errReply(err)
-	}
-	var s ratelimit.FWState
-	if ok {
-		var stored ratelimit.WindowParams
-		s, stored = fwState(t, e)
-		ok = stored.Window == p.Window
-	}
-	next, resetAt, write, d := ratelimit.FWDecide(s, ok, p, c.N[2], now)
-	if err := j.dryRunCreate(write && e.Payload == nil); err != nil {
-		return errReply(err)
-	}
-	if write && !j.dryRun {
-		if e.Payload == nil {
-			if e, err = j.create(t, c, shard.KindFixedWindow, resetAt, fwPayload); err != nil {
-				return errReply(err)
-			}
-		} else {
-			t.SetExpireAt(e, resetAt)
-		}
-		putI(e.Payload, 0, p.Window)
-		putI(e.Payload, 1, p.Limit)
-		putI(e.Payload, 2, next.Count)
-	}
-	j.count(d)
-	return decReply(d, c.Flags)
-}
+// SL.CHECK: the exact sliding log, stored as a ring of admitted batches.
 
 // slRing is a sliding log stored as a ring of (at, n) entries inside the
 // record's payload, oldest first from head, with a running total of the
@@ -293,7 +118,6 @@ func (j *shardJob) slidingLog(t *shard.Table, c *Command, now int64) Reply {
 			return errReply(err)
 		}
 	}
-	j.count(d)
 	return decReply(d, c.Flags)
 }
 
@@ -385,4 +209,30 @@ func storeLog(t *shard.Table, e shard.Entry, p ratelimit.WindowParams, entries [
 	}
 	putI(r.b, 2, total)
 	return e, nil
+}
+
+func (j *shardJob) slRefund(t *shard.Table, e shard.Entry, amount, now int64) Reply {
+	entries, p := j.slEntries(e)
+	expired, _, _, _ := ratelimit.SLDecide(entries, p, 0, now)
+	entries = ratelimit.SLRefund(entries[expired:], amount)
+	if len(entries) == 0 {
+		t.Delete(e)
+		return intReply(p.Limit)
+	}
+	e, err := storeLog(t, e, p, entries)
+	if err != nil {
+		return errReply(err)
+	}
+	_, _, resetAt, _ := ratelimit.SLDecide(entries, p, 0, now)
+	t.SetExpireAt(e, resetAt)
+	return intReply(ratelimit.SLRemaining(entries, p, now))
+}
+
+func (j *shardJob) slInfo(t *shard.Table, e shard.Entry, now int64, field func(string, Reply)) {
+	entries, p := j.slEntries(e)
+	expired, _, _, _ := ratelimit.SLDecide(entries, p, 0, now)
+	field("limit", intReply(p.Limit))
+	field("window_ms", intReply(p.Window/1e6))
+	field("remaining", intReply(ratelimit.SLRemaining(entries, p, now)))
+	field("entries", intReply(int64(len(entries)-expired)))
 }

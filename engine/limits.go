@@ -1,0 +1,102 @@
+package engine
+
+import "github.com/sluicehq/sluice/shard"
+
+// The commands over any limiter family: LIMIT.REFUND and LIMIT.INFO on one
+// key (each family supplies its part), and LIMIT.ALL over several.
+
+// refund gives units back to a live limiter and replies its remaining; a
+// missing key stays missing (nil reply).
+func (j *shardJob) refund(t *shard.Table, c *Command, now int64) Reply {
+	e, ok := t.Get(c.Key, c.hash, now)
+	if !ok {
+		return nilReply()
+	}
+	amount := c.N[0]
+	switch e.Kind {
+	case shard.KindGCRA:
+		return gcraRefund(t, e, amount, now)
+	case shard.KindSlidingWindow:
+		return swRefund(t, e, amount, now)
+	case shard.KindFixedWindow:
+		return fwRefund(t, e, amount, now)
+	case shard.KindSlidingLog:
+		return j.slRefund(t, e, amount, now)
+	}
+	return errReply(ErrWrongType)
+}
+
+// info describes a live limiter as field/value pairs.
+func (j *shardJob) info(t *shard.Table, c *Command, now int64) Reply {
+	e, ok := t.Get(c.Key, c.hash, now)
+	if !ok {
+		return nilReply()
+	}
+	resetAt := t.ExpireAt(e)
+	var items []Reply
+	field := func(name string, v Reply) { items = append(items, strReply(name), v) }
+	field("family", strReply(KindName(e.Kind)))
+	switch e.Kind {
+	case shard.KindGCRA:
+		gcraInfo(t, e, now, field)
+	case shard.KindSlidingWindow:
+		swInfo(t, e, now, field)
+	case shard.KindFixedWindow:
+		fwInfo(t, e, now, field)
+	case shard.KindSlidingLog:
+		j.slInfo(t, e, now, field)
+	default:
+		return errReply(ErrWrongType)
+	}
+	field("reset_at_ms", intReply(MillisRoundedUp(resetAt)))
+	field("reset_after_ms", intReply(MillisRoundedUp(resetAt-now)))
+	return Reply{Kind: ReplyMap, Items: items}
+}
+
+// limitAll decides every limit against one consistent state and applies all
+// of them or none. Each limit's reply is its decision at that instant: a
+// limit that trips reports its own state, and the others report what they
+// would have been, with nothing consumed.
+func (e *Engine) limitAll(c *Command, now int64, h *held, jobs map[int]*shardJob) Reply {
+	for i := range c.Sub {
+		for k := 0; k < i; k++ {
+			if string(c.Sub[k].Key) == string(c.Sub[i].Key) {
+				return errReply(ErrSameKeyTwice)
+			}
+		}
+	}
+	replies := make([]Reply, len(c.Sub))
+	firstTrip := -1
+	for i := range c.Sub {
+		s := e.shardOf(c.Sub[i].hash)
+		j := jobs[s]
+		// The dry run decides without writing or counting.
+		j.dryRun = true
+		replies[i] = j.apply(h.tables[s], &c.Sub[i], now)
+		j.dryRun = false
+		if firstTrip < 0 && (replies[i].Kind == ReplyError || replies[i].Dec.Limited) {
+			firstTrip = i
+		}
+	}
+	if firstTrip >= 0 {
+		if replies[firstTrip].Kind == ReplyError {
+			return replies[firstTrip]
+		}
+		jobs[e.shardOf(c.Sub[firstTrip].hash)].limited++
+		return Reply{Kind: ReplyArray, Items: []Reply{intReply(1), intReply(int64(firstTrip)), {Kind: ReplyArray, Items: replies}}}
+	}
+	for _, s := range e.shardsOf(c.Sub) {
+		j, idx := jobs[s], e.subsOn(c, s)
+		j.committing = true
+		for _, i := range idx {
+			replies[i] = j.apply(h.tables[s], &c.Sub[i], now)
+		}
+		j.committing = false
+		// Each shard journals its own part as plain decisions: they were
+		// allowed against this state, so replay allows them again.
+		if err := j.journal(c.Sub, replies, idx, now); err != nil {
+			e.log.Error("journal append failed", "err", err)
+		}
+	}
+	return Reply{Kind: ReplyArray, Items: []Reply{intReply(0), intReply(-1), {Kind: ReplyArray, Items: replies}}}
+}

@@ -1,0 +1,173 @@
+package engine
+
+import (
+	"strconv"
+
+	"github.com/sluicehq/sluice/shard"
+)
+
+// Op names what a Command does. Op values are written into the journal and
+// into Raft entries, so each one keeps its number forever: a new op takes a
+// new number, a retired one leaves a gap.
+type Op uint8
+
+// Operations. Everything about each one is in its row of the op table below.
+const (
+	OpNone     Op = 0
+	OpThrottle Op = 1 // CL.THROTTLE: N = max_burst, count, period (ns), quantity
+	OpSWCheck  Op = 2 // SW.CHECK: N = limit, window (ns), cost
+	OpSLCheck  Op = 3 // SL.CHECK: N = limit, window (ns), cost
+	OpFWCheck  Op = 4 // FW.CHECK: N = limit, window (ns), cost
+	// 5 is unused (it once marked the end of the decision ops).
+	OpRefund  Op = 6  // LIMIT.REFUND: N[0] = amount
+	OpInfo    Op = 7  // LIMIT.INFO
+	OpGet     Op = 8  // GET, and MGET as a multi-key command
+	OpSet     Op = 9  // SET: Value; N[0] = expiry (absolute ns, or relative with FlagRelative)
+	OpIncrBy  Op = 10 // INCR, DECR, INCRBY, DECRBY: N[0] = delta
+	OpDel     Op = 11 // DEL, UNLINK, LIMIT.RESET (FlagReset)
+	OpExists  Op = 12 // EXISTS
+	OpType    Op = 13 // TYPE
+	OpTTL     Op = 14 // TTL, PTTL: N[0] = 1 for milliseconds
+	OpExpire  Op = 15 // EXPIRE and friends: N[0] = expiry (absolute ns, or relative with FlagRelative)
+	OpPersist Op = 16 // PERSIST
+	// 17 is unused (it once wrapped multi-key commands, which now carry
+	// their per-key op with Sub set).
+	OpLimitAll Op = 18 // LIMIT.ALL: Sub = the decisions
+	OpKeys     Op = 19 // KEYS: Pattern
+	OpScan     Op = 20 // SCAN: N = cursor, count; Pattern, TypeFilter
+	OpFlushAll Op = 21 // FLUSHALL, FLUSHDB
+)
+
+// KeyShape says which keys an op touches, and so how the engine routes it.
+type KeyShape uint8
+
+// Key shapes.
+const (
+	shapeNone KeyShape = iota
+	// KeysOne: the command's Key, run by that key's shard owner. With Sub
+	// set, the same op on several keys (DEL k1 k2, MGET), run on the held
+	// shards and combined as Multi says.
+	KeysOne
+	// KeysLimits: Sub holds decisions on their own keys, decided all or
+	// nothing on the held shards (LIMIT.ALL).
+	KeysLimits
+	// KeysAll: the whole key space (KEYS, SCAN, FLUSHALL).
+	KeysAll
+)
+
+// OpSpec is everything the engine, the journal and replication need to know
+// about an op. The op table is the only place that classifies ops: routing,
+// journaling, follower redirects, MISCONF and maxmemory checks all read it,
+// and the server's command table is tested against it.
+type OpSpec struct {
+	Name string
+	// Writes: the op may change state. Only a cluster leader runs it; it is
+	// journaled and replicated; it is refused while the journal is failing.
+	Writes bool
+	// Decision: a rate-limit decision, counted as allowed or limited.
+	Decision bool
+	// Creates: the op may create state, which maxmemory refuses.
+	Creates bool
+	Keys    KeyShape
+
+	// changed reports, given its reply, whether a command changed state:
+	// only those are journaled. A limited decision or a peek writes nothing.
+	changed func(c *Command, r *Reply) bool
+	// apply runs a KeysOne op on its key's shard table.
+	apply func(j *shardJob, t *shard.Table, c *Command, now int64) Reply
+	// applyAll runs a KeysAll op over every shard.
+	applyAll func(e *Engine, c *Command, now int64, b *Batch) Reply
+}
+
+// ops is the op table. Read-only.
+var ops [OpFlushAll + 1]OpSpec
+
+func init() {
+	// Filled in init, not in the declaration: the table refers to the ops'
+	// functions, some of which (journaling) read the table.
+	ops = [...]OpSpec{
+		OpThrottle: {Name: "throttle", Writes: true, Decision: true, Creates: true, Keys: KeysOne,
+			changed: admittedCost(3), apply: (*shardJob).throttle},
+		OpSWCheck: {Name: "sw.check", Writes: true, Decision: true, Creates: true, Keys: KeysOne,
+			changed: admittedCost(2), apply: (*shardJob).slidingWindow},
+		OpSLCheck: {Name: "sl.check", Writes: true, Decision: true, Creates: true, Keys: KeysOne,
+			changed: admittedCost(2), apply: (*shardJob).slidingLog},
+		OpFWCheck: {Name: "fw.check", Writes: true, Decision: true, Creates: true, Keys: KeysOne,
+			changed: admittedCost(2), apply: (*shardJob).fixedWindow},
+		OpRefund: {Name: "refund", Writes: true, Keys: KeysOne, changed: succeeded, apply: (*shardJob).refund},
+		OpInfo:   {Name: "info", Keys: KeysOne, apply: (*shardJob).info},
+
+		OpGet:    {Name: "get", Keys: KeysOne, apply: (*shardJob).get},
+		OpSet:    {Name: "set", Writes: true, Creates: true, Keys: KeysOne, changed: succeeded, apply: (*shardJob).set},
+		OpIncrBy: {Name: "incrby", Writes: true, Creates: true, Keys: KeysOne, changed: succeeded, apply: (*shardJob).incrBy},
+
+		OpDel:     {Name: "del", Writes: true, Keys: KeysOne, changed: succeeded, apply: (*shardJob).del},
+		OpExists:  {Name: "exists", Keys: KeysOne, apply: (*shardJob).exists},
+		OpType:    {Name: "type", Keys: KeysOne, apply: (*shardJob).typeOf},
+		OpTTL:     {Name: "ttl", Keys: KeysOne, apply: (*shardJob).ttl},
+		OpExpire:  {Name: "expire", Writes: true, Keys: KeysOne, changed: succeeded, apply: (*shardJob).expire},
+		OpPersist: {Name: "persist", Writes: true, Keys: KeysOne, changed: succeeded, apply: (*shardJob).persist},
+
+		OpLimitAll: {Name: "limit.all", Writes: true, Decision: true, Creates: true, Keys: KeysLimits},
+		OpKeys:     {Name: "keys", Keys: KeysAll, applyAll: (*Engine).keys},
+		OpScan:     {Name: "scan", Keys: KeysAll, applyAll: (*Engine).scan},
+		OpFlushAll: {Name: "flushall", Writes: true, Keys: KeysAll, changed: succeeded, applyAll: (*Engine).flushAll},
+	}
+}
+
+// Spec returns the op's row of the op table; an unknown op has the zero
+// OpSpec (it writes nothing and runs nowhere).
+func (o Op) Spec() OpSpec {
+	if int(o) < len(ops) {
+		return ops[o]
+	}
+	return OpSpec{}
+}
+
+func (o Op) spec() *OpSpec {
+	if int(o) < len(ops) {
+		return &ops[o]
+	}
+	return &ops[OpNone]
+}
+
+func (o Op) String() string {
+	if s := o.spec(); s.Name != "" {
+		return s.Name
+	}
+	return "op(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Ops lists every op in the table, for tests that check other tables
+// against it.
+func Ops() []Op {
+	var list []Op
+	for i := range ops {
+		if ops[i].Name != "" {
+			list = append(list, Op(i))
+		}
+	}
+	return list
+}
+
+// Writes reports whether the command may change state: only a leader may
+// run it, and it is journaled and replicated.
+func (c *Command) Writes() bool { return c.Op.spec().Writes }
+
+// heldShards reports whether the command runs on held shards: several keys
+// that may live on several shards.
+func (c *Command) heldShards() bool {
+	s := c.Op.spec()
+	return s.Keys == KeysLimits || (s.Keys == KeysOne && len(c.Sub) > 0)
+}
+
+// admittedCost: a decision changes state when it is allowed with a
+// positive cost, N[costAt].
+func admittedCost(costAt int) func(c *Command, r *Reply) bool {
+	return func(c *Command, r *Reply) bool {
+		return r.Kind == ReplyDecision && !r.Dec.Limited && c.N[costAt] > 0
+	}
+}
+
+// succeeded: a write that did not fail changed state (or may have).
+func succeeded(_ *Command, r *Reply) bool { return r.Kind != ReplyError }
