@@ -124,7 +124,7 @@ type Batch struct {
 	// replaying marks a batch rebuilt from the journal: it bypasses
 	// maxmemory and is not journaled again.
 	replaying bool
-	durable   uint64 // highest journal seq to wait for
+	durable   uint64 // highest journal seq the batch appended
 	jobs      []shardJob
 	used      []int // shards with work in the current segment
 	wg        sync.WaitGroup
@@ -137,6 +137,22 @@ func (b *Batch) Reset() {
 	for i := range b.jobs {
 		b.jobs[i].idx = b.jobs[i].idx[:0]
 		b.jobs[i].buf = b.jobs[i].buf[:0]
+	}
+}
+
+// JournalSeq is the highest journal sequence the last Execute of this batch
+// appended, 0 when it journaled nothing: what a durable wrapper waits for
+// before the replies may be sent.
+func (b *Batch) JournalSeq() uint64 { return b.durable }
+
+// FailWrites replaces the replies of the batch's writes that did not fail
+// with err: they were applied but cannot be promised durable, so the client
+// must not be told they succeeded.
+func (b *Batch) FailWrites(err error) {
+	for i := range b.Replies {
+		if b.Cmds[i].Writes() && b.Replies[i].Kind != ReplyError {
+			b.Replies[i] = errReply(err)
+		}
 	}
 }
 

@@ -1,9 +1,11 @@
 // Package engine is Sluice's deterministic state machine: the rate-limit
-// algorithms and the Redis-subset data types, computed as
-// reply = f(stored state, command, now). It stamps each batch with one
-// reading of its Clock, routes keys to shards by hash, and runs each shard's
-// part of a batch on that shard's owner goroutine, so no table is ever
-// shared. Engine methods are safe for concurrent use; a Batch is not.
+// algorithms (over package ratelimit) and the Redis-subset data types,
+// computed as reply = f(stored state, command, now). It reads no clock,
+// file or timer: now comes with every batch. It routes keys to shards by
+// hash and runs each shard's part of a batch on that shard's owner
+// goroutine, so no table is ever shared. Durability (persistence) and
+// replication wrap it from outside. Engine methods are safe for concurrent
+// use; a Batch is not.
 package engine
 
 import (
@@ -11,7 +13,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/sluicehq/sluice/engine/ratelimit"
 	"github.com/sluicehq/sluice/shard"
@@ -25,23 +26,12 @@ type Config struct {
 	// MaxMemory in bytes; 0 means no limit. Past it, commands that would
 	// create state fail with ErrOOM; existing state keeps working.
 	MaxMemory int64
-	// Clock supplies now. Default: NewClock(nil).
-	Clock *Clock
-	// SweepInterval is how often each shard frees expired records.
-	// Default 100ms; negative disables the background sweeper.
-	SweepInterval time.Duration
 	// SweepBudget bounds the index slots (and moved records) one sweep of
 	// one shard looks at. Default 1024.
 	SweepBudget int
 	// SweepEveryBatch sweeps a shard after every batch part it runs. It
 	// exists for tests proving that sweeping never changes an answer.
 	SweepEveryBatch bool
-	// Journal, when set, receives every state-changing command (the
-	// append-only log). It can also be attached later with SetJournal.
-	Journal Journal
-	// WaitDurable makes Execute wait until the batch's journal records are
-	// durable (appendfsync always) before returning.
-	WaitDurable bool
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -49,27 +39,23 @@ type Config struct {
 // Engine routes commands to shards and runs the algorithms.
 type Engine struct {
 	cfg    Config
-	clock  *Clock
 	shards []*shard.Shard
 	stats  []shardStats
+	sweeps []sweepTask
 	mask   uint64
 	log    *slog.Logger
 
 	maxMemory atomic.Int64
 	closing   atomic.Bool
 
-	sweepNow    atomic.Pointer[func() int64]
-	journal     Journal
-	waitDurable bool
-	journalSeq  atomic.Uint64
+	journal    Journal
+	journalSeq atomic.Uint64
 	// bigOps keeps FLUSHALL out of a snapshot in progress, so a FLUSHALL
 	// record is either wholly before or wholly after every shard's copy.
 	// It also guards clones, the last snapshot's per-shard copies, kept so
 	// the next snapshot copies into memory that is already mapped.
 	bigOps sync.Mutex
 	clones []*shard.Table
-	stop   chan struct{}
-	wg     sync.WaitGroup
 }
 
 // shardStats are written by one shard's owner and read by INFO; padded so
@@ -98,12 +84,6 @@ func New(cfg Config) *Engine {
 		n *= 2
 	}
 	cfg.Shards = n
-	if cfg.Clock == nil {
-		cfg.Clock = NewClock(nil)
-	}
-	if cfg.SweepInterval == 0 {
-		cfg.SweepInterval = 100 * time.Millisecond
-	}
 	if cfg.SweepBudget <= 0 {
 		cfg.SweepBudget = 1024
 	}
@@ -113,40 +93,30 @@ func New(cfg Config) *Engine {
 	}
 	e := &Engine{
 		cfg:    cfg,
-		clock:  cfg.Clock,
 		shards: make([]*shard.Shard, n),
 		stats:  make([]shardStats, n),
+		sweeps: make([]sweepTask, n),
 		mask:   uint64(n - 1),
 		log:    log,
-		stop:   make(chan struct{}),
 	}
 	e.maxMemory.Store(cfg.MaxMemory)
-	e.journal, e.waitDurable = cfg.Journal, cfg.WaitDurable
 	for i := range e.shards {
 		e.shards[i] = shard.New(i)
-	}
-	if cfg.SweepInterval > 0 {
-		e.wg.Add(1)
-		go e.sweeper()
+		e.sweeps[i] = sweepTask{e: e, shard: i}
 	}
 	return e
 }
 
-// Close stops the sweeper and the shard owners after the work already
-// submitted. The caller must stop calling Execute first.
+// Close stops the shard owners after the work already submitted. The
+// caller must stop calling Execute and Sweep first.
 func (e *Engine) Close() {
 	if e.closing.Swap(true) {
 		return
 	}
-	close(e.stop)
-	e.wg.Wait()
 	for _, s := range e.shards {
 		s.Close()
 	}
 }
-
-// Clock returns the engine's clock.
-func (e *Engine) Clock() *Clock { return e.clock }
 
 // Shards is the number of shards.
 func (e *Engine) Shards() int { return len(e.shards) }
@@ -197,32 +167,19 @@ func (e *Engine) overMemory() bool {
 	return limit > 0 && e.UsedMemory() >= limit
 }
 
-// SetJournal attaches the journal (after recovery has replayed the old
-// one) and whether replies wait for durability. Call before serving.
-func (e *Engine) SetJournal(j Journal, waitDurable bool) {
-	e.journal, e.waitDurable = j, waitDurable
-}
-
-// SetSweepClock makes the background sweeper free what has expired as of
-// now(), not the local clock. Cluster mode passes the last applied time,
-// so a follower never frees a key the log still treats as live.
-func (e *Engine) SetSweepClock(now func() int64) { e.sweepNow.Store(&now) }
+// SetJournal attaches the journal that receives every state change, after
+// recovery has replayed the old one. Call before serving.
+func (e *Engine) SetJournal(j Journal) { e.journal = j }
 
 // JournalSeq is the last journal sequence assigned.
 func (e *Engine) JournalSeq() uint64 { return e.journalSeq.Load() }
 
-// Execute runs a batch's commands in order and fills b.Replies. Commands on
-// one shard run in pipeline order on its owner; a command spanning shards
-// waits for the commands before it and runs alone on the shards it needs.
-func (e *Engine) Execute(b *Batch) { e.executeAt(b, e.clock.Now()) }
-
-// ExecuteAt is Execute at a given now, for cluster mode, where the leader
-// stamps a batch once and every node applies it with that time. The clock
-// is advanced to now so later readings never fall behind it.
-func (e *Engine) ExecuteAt(b *Batch, now int64) {
-	e.clock.Observe(now)
-	e.executeAt(b, now)
-}
+// Execute runs a batch's commands in order at now and fills b.Replies.
+// Commands on one shard run in pipeline order on its owner; a command
+// spanning shards waits for the commands before it and runs alone on the
+// shards it needs. The caller supplies now and keeps it from running
+// backwards (the server clock; in a cluster, the applied time).
+func (e *Engine) Execute(b *Batch, now int64) { e.executeAt(b, now) }
 
 func (e *Engine) executeAt(b *Batch, now int64) {
 	if cap(b.Replies) < len(b.Cmds) {
@@ -283,16 +240,6 @@ func (e *Engine) executeAt(b *Batch, now int64) {
 		}
 	}
 	e.flush(b)
-	if e.waitDurable && b.durable > 0 && e.journal != nil {
-		if err := e.journal.WaitDurable(b.durable); err != nil {
-			// Applied but not known durable: say so rather than claim it.
-			for i := range b.Replies {
-				if b.Cmds[i].Writes() && b.Replies[i].Kind != ReplyError {
-					b.Replies[i] = errReply(ErrMisconf)
-				}
-			}
-		}
-	}
 }
 
 // flush sends each shard its part of the current segment and waits for all.
@@ -365,14 +312,6 @@ func (j *shardJob) copyOut(v []byte) []byte {
 	return j.buf[start:len(j.buf):len(j.buf)]
 }
 
-func (j *shardJob) count(d ratelimit.Decision) {
-	if d.Limited {
-		j.limited++
-	} else {
-		j.allowed++
-	}
-}
-
 // sweepTask frees expired records on one shard.
 type sweepTask struct {
 	e       *Engine
@@ -387,31 +326,23 @@ func (s *sweepTask) Run(t *shard.Table) {
 	s.pending.Store(false)
 }
 
-func (e *Engine) sweeper() {
-	defer e.wg.Done()
-	tasks := make([]sweepTask, len(e.shards))
-	for i := range tasks {
-		tasks[i] = sweepTask{e: e, shard: i}
+// Sweep asks every shard owner to free, within its budget, the records
+// that have expired as of now, and returns without waiting. A shard whose
+// previous sweep is still queued behind work is skipped. Sweeping only
+// frees memory: an expired record is already absent to every read. Callers
+// run it periodically (the server, every SweepInterval; in a cluster, the
+// node, at the applied time, so that a follower never frees a key the log
+// still treats as live).
+func (e *Engine) Sweep(now int64) {
+	if e.closing.Load() {
+		return
 	}
-	tick := time.NewTicker(e.cfg.SweepInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-e.stop:
-			return
-		case <-tick.C:
+	for i := range e.sweeps {
+		task := &e.sweeps[i]
+		if task.pending.Swap(true) {
+			continue
 		}
-		now := e.clock.Now()
-		if f := e.sweepNow.Load(); f != nil {
-			now = (*f)()
-		}
-		for i := range tasks {
-			// Skip a shard whose previous sweep is still queued behind work.
-			if tasks[i].pending.Swap(true) {
-				continue
-			}
-			tasks[i].now = now
-			e.shards[i].Submit(&tasks[i])
-		}
+		task.now = now
+		e.shards[i].Submit(task)
 	}
 }

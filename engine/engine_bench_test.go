@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // BenchmarkExecute measures the engine's hot path: a pipeline of 16
@@ -29,7 +30,7 @@ func BenchmarkExecute(b *testing.B) {
 	} {
 		for _, keys := range []int{10_000, 1_000_000} {
 			b.Run(c.name+"/keys="+strconv.Itoa(keys), func(b *testing.B) {
-				e := New(Config{Shards: 8, SweepInterval: -1})
+				e := New(Config{Shards: 8})
 				defer e.Close()
 				var batch Batch
 				keyBuf := make([]byte, 16*16)
@@ -49,7 +50,7 @@ func BenchmarkExecute(b *testing.B) {
 						c.fill(cmd)
 						cmd.Key = key
 					}
-					e.Execute(&batch)
+					e.Execute(&batch, time.Now().UnixNano())
 				}
 			})
 		}

@@ -10,15 +10,15 @@ import (
 
 // Journal receives every state-changing command, in each shard's order, so
 // that replaying the records through the engine rebuilds the same state.
-// persistence.Log satisfies it; cluster mode has its own path.
+// persistence.Durable provides it in standalone mode; cluster mode needs
+// none (the Raft log is the journal).
 type Journal interface {
-	// Append stores one record and returns a sequence number for
-	// WaitDurable. It must not block on the disk.
+	// Append stores one record and returns its sequence number, which
+	// Batch.JournalSeq reports. Called on shard owners: it must not block
+	// on the disk.
 	Append(rec []byte) (seq uint64, err error)
-	// WaitDurable returns once record seq is as durable as the fsync
-	// policy promises.
-	WaitDurable(seq uint64) error
-	// Err is non-nil while the journal cannot persist records.
+	// Err is non-nil while the journal cannot persist records; writes are
+	// then refused with ErrMisconf.
 	Err() error
 }
 
@@ -341,16 +341,14 @@ func (s *ShardSnapshot) Each(fn func(SnapshotRecord) error) error {
 	return err
 }
 
-// Snapshot copies every shard's live state, one shard at a time: each
-// owner pauses only for its own copy, never the whole key space at once.
-// The returned positions tell replay which journal records each shard's
-// copy already includes.
-func (e *Engine) Snapshot() []ShardSnapshot { return e.SnapshotAt(e.clock.Now()) }
-
-// SnapshotAt is Snapshot leaving out what has expired at now. Cluster mode
-// passes the last applied time: the local clock may run ahead of entries
-// already proposed, which must still see keys live until then.
-func (e *Engine) SnapshotAt(now int64) []ShardSnapshot {
+// Snapshot copies every shard's state, one shard at a time: each owner
+// pauses only for its own copy, never the whole key space at once. Records
+// that have expired as of now are left out when the copies are read. Each
+// copy's Seq tells replay which journal records it already includes.
+// Cluster mode passes the last applied time, not the local clock: entries
+// already proposed but not yet applied must still find the keys that are
+// live at their own now.
+func (e *Engine) Snapshot(now int64) []ShardSnapshot {
 	e.bigOps.Lock()
 	defer e.bigOps.Unlock()
 	out := make([]ShardSnapshot, len(e.shards))
@@ -443,16 +441,16 @@ func (e *Engine) Restore(recs []SnapshotRecord) error {
 }
 
 // Replay applies one journal record through the normal engine path at the
-// record's own now, skipping it when the snapshot already includes it
-// (covered(shard, seq) reports that). Replay bypasses maxmemory: the state
-// existed before the restart.
-func (e *Engine) Replay(rec []byte, covered func(shard int, seq uint64) bool) error {
+// record's own now, which it returns, skipping it when the snapshot already
+// includes it (covered(shard, seq) reports that). Replay bypasses
+// maxmemory: the state existed before the restart.
+func (e *Engine) Replay(rec []byte, covered func(shard int, seq uint64) bool) (now int64, err error) {
 	var d DecodedRecord
 	if err := DecodeRecord(rec, &d); err != nil {
-		return err
+		return 0, err
 	}
 	if covered != nil && covered(d.Shard, d.Seq) {
-		return nil
+		return d.Now, nil
 	}
 	for {
 		cur := e.journalSeq.Load()
@@ -460,14 +458,13 @@ func (e *Engine) Replay(rec []byte, covered func(shard int, seq uint64) bool) er
 			break
 		}
 	}
-	e.clock.Observe(d.Now)
 	b := &Batch{replaying: true}
 	b.Cmds = d.Cmds
 	e.executeAt(b, d.Now)
 	for i := range b.Replies {
 		if r := &b.Replies[i]; r.Kind == ReplyError && !errors.Is(r.Err, ErrWrongType) {
-			return fmt.Errorf("replaying %v: %w", d.Cmds[i].Op, r.Err)
+			return d.Now, fmt.Errorf("replaying %v: %w", d.Cmds[i].Op, r.Err)
 		}
 	}
-	return nil
+	return d.Now, nil
 }

@@ -9,6 +9,9 @@ import (
 	"sort"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/clock"
 )
 
 // memJournal is an in-memory Journal for tests.
@@ -23,8 +26,7 @@ func (m *memJournal) Append(rec []byte) (uint64, error) {
 	m.recs = append(m.recs, bytes.Clone(rec))
 	return uint64(len(m.recs)), nil
 }
-func (m *memJournal) WaitDurable(uint64) error { return nil }
-func (m *memJournal) Err() error               { return nil }
+func (m *memJournal) Err() error { return nil }
 
 func (m *memJournal) snapshot() [][]byte {
 	m.mu.Lock()
@@ -33,10 +35,10 @@ func (m *memJournal) snapshot() [][]byte {
 }
 
 // dump renders an engine's whole state, sorted, for comparison.
-func dump(t *testing.T, e *Engine) string {
+func dump(t *testing.T, e *Engine, now int64) string {
 	t.Helper()
 	var lines []string
-	for _, s := range e.Snapshot() {
+	for _, s := range e.Snapshot(now) {
 		s.Each(func(r SnapshotRecord) error {
 			lines = append(lines, fmt.Sprintf("%d %d %q %x", r.Kind, r.ExpireAt, r.Key, r.Payload))
 			return nil
@@ -48,7 +50,7 @@ func dump(t *testing.T, e *Engine) string {
 
 // workload runs random commands from several goroutines at a frozen,
 // stepping clock and returns when done.
-func workload(e *Engine, seed uint64, steps int, mid func()) {
+func workload(e *Engine, clk *clock.Clock, seed uint64, steps int, mid func()) {
 	var wg sync.WaitGroup
 	for w := 0; w < 4; w++ {
 		wg.Add(1)
@@ -94,9 +96,9 @@ func workload(e *Engine, seed uint64, steps int, mid func()) {
 					c.Key = key
 				}
 				if rng.IntN(10) == 0 {
-					e.Clock().Advance(int64(rng.IntN(50)) * 1e6)
+					clk.Advance(int64(rng.IntN(50)) * 1e6)
 				}
-				e.Execute(&b)
+				e.Execute(&b, clk.Now())
 			}
 		}(uint64(w))
 	}
@@ -105,32 +107,31 @@ func workload(e *Engine, seed uint64, steps int, mid func()) {
 
 // journaledEngine is an engine on a frozen clock journaling to memory;
 // it closes when the test ends.
-func journaledEngine(t *testing.T) (*Engine, *memJournal, *Clock) {
+func journaledEngine(t *testing.T) (*Engine, *memJournal, *clock.Clock) {
 	t.Helper()
 	j := &memJournal{}
-	clock := NewClock(nil)
-	clock.Set(clock.Now() + 1e9)
-	e := New(Config{Shards: 4, Journal: j, Clock: clock, SweepInterval: -1})
+	clk := clock.New(nil)
+	clk.Set(clk.Now() + 1e9)
+	e := New(Config{Shards: 4})
+	e.SetJournal(j)
 	t.Cleanup(e.Close)
-	return e, j, clock
+	return e, j, clk
 }
 
 func TestJournalReplayRebuildsState(t *testing.T) {
-	live, j, clock := journaledEngine(t)
-	workload(live, 1, 300, nil)
+	live, j, clk := journaledEngine(t)
+	workload(live, clk, 1, 300, nil)
 
 	// Replay into engines with the same and with a different shard count.
 	for _, shards := range []int{4, 8, 1} {
-		c2 := NewClock(nil)
-		rebuilt := New(Config{Shards: shards, Clock: c2, SweepInterval: -1})
+		rebuilt := New(Config{Shards: shards})
 		for i, rec := range j.snapshot() {
-			if err := rebuilt.Replay(rec, nil); err != nil {
+			if _, err := rebuilt.Replay(rec, nil); err != nil {
 				t.Fatalf("record %d: %v", i, err)
 			}
 		}
 		// Compare at the live engine's current time.
-		c2.Set(clock.Now())
-		if got, want := dump(t, rebuilt), dump(t, live); got != want {
+		if got, want := dump(t, rebuilt, clk.Now()), dump(t, live, clk.Now()); got != want {
 			t.Fatalf("%d shards: replayed state differs\n got %.400s\nwant %.400s", shards, got, want)
 		}
 		rebuilt.Close()
@@ -138,12 +139,11 @@ func TestJournalReplayRebuildsState(t *testing.T) {
 }
 
 func TestSnapshotPlusJournalTail(t *testing.T) {
-	live, j, clock := journaledEngine(t)
+	live, j, clk := journaledEngine(t)
 	var snap []ShardSnapshot
-	workload(live, 2, 300, func() { snap = live.Snapshot() })
+	workload(live, clk, 2, 300, func() { snap = live.Snapshot(clk.Now()) })
 
-	c2 := NewClock(nil)
-	rebuilt := New(Config{Shards: 2, Clock: c2, SweepInterval: -1})
+	rebuilt := New(Config{Shards: 2})
 	defer rebuilt.Close()
 	pos := make(Positions, len(snap))
 	var recs []SnapshotRecord
@@ -159,7 +159,7 @@ func TestSnapshotPlusJournalTail(t *testing.T) {
 	}
 	skipped := 0
 	for i, rec := range j.snapshot() {
-		err := rebuilt.Replay(rec, func(shard int, seq uint64) bool {
+		_, err := rebuilt.Replay(rec, func(shard int, seq uint64) bool {
 			if pos.Covers(shard, seq) {
 				skipped++
 				return true
@@ -173,8 +173,7 @@ func TestSnapshotPlusJournalTail(t *testing.T) {
 	if skipped == 0 {
 		t.Fatal("the snapshot covered no journal record; the test proves nothing")
 	}
-	c2.Set(clock.Now())
-	if got, want := dump(t, rebuilt), dump(t, live); got != want {
+	if got, want := dump(t, rebuilt, clk.Now()), dump(t, live, clk.Now()); got != want {
 		t.Fatalf("snapshot + tail differs\n got %.400s\nwant %.400s", got, want)
 	}
 }
@@ -206,10 +205,10 @@ func FuzzDecodeRecord(f *testing.F) {
 }
 
 func TestJournalWorkloadIsNotTrivial(t *testing.T) {
-	live, j, _ := journaledEngine(t)
-	workload(live, 1, 300, nil)
+	live, j, clk := journaledEngine(t)
+	workload(live, clk, 1, 300, nil)
 	var keys int
-	for _, s := range live.Snapshot() {
+	for _, s := range live.Snapshot(clk.Now()) {
 		keys += s.Count
 	}
 	if keys < 20 || len(j.snapshot()) < 500 {
@@ -232,12 +231,13 @@ func (f *failingJournal) Err() error {
 
 func TestMisconfRefusesWritesKeepsReads(t *testing.T) {
 	j := &failingJournal{}
-	e := New(Config{Shards: 2, Journal: j, SweepInterval: -1})
+	e := New(Config{Shards: 2})
+	e.SetJournal(j)
 	defer e.Close()
 	run := func(cmds ...Command) []Reply {
 		var b Batch
 		b.Cmds = cmds
-		e.Execute(&b)
+		e.Execute(&b, time.Now().UnixNano())
 		return b.Replies
 	}
 	run(Command{Op: OpSet, Key: []byte("a"), Value: []byte("1")})

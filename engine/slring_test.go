@@ -6,15 +6,16 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/engine/ratelimit"
+	"github.com/sluicehq/sluice/internal/clock"
 )
 
 // TestStoredSlidingLogMatchesModel drives SL.CHECK and refunds through the
 // engine (ring storage, growth, expiry, merging) and compares every reply
 // with SLDecide over a plain slice.
 func TestStoredSlidingLogMatchesModel(t *testing.T) {
-	clock := NewClock(nil)
-	clock.Set(clock.Now() + 1e9)
-	e := New(Config{Shards: 2, Clock: clock, SweepInterval: -1})
+	clk := clock.New(nil)
+	clk.Set(clk.Now() + 1e9)
+	e := New(Config{Shards: 2})
 	defer e.Close()
 	rng := rand.New(rand.NewPCG(3, 4))
 	p := ratelimit.WindowParams{Limit: 37, Window: 5e8}
@@ -22,7 +23,7 @@ func TestStoredSlidingLogMatchesModel(t *testing.T) {
 	var b Batch
 	for step := 0; step < 60000; step++ {
 		key := fmt.Sprintf("log%d", rng.IntN(6))
-		now := clock.Now()
+		now := clk.Now()
 		b.Reset()
 		c := b.Add()
 		c.Key = []byte(key)
@@ -30,7 +31,7 @@ func TestStoredSlidingLogMatchesModel(t *testing.T) {
 		if rng.IntN(8) == 0 {
 			amount := int64(rng.IntN(6))
 			c.Op, c.N[0] = OpRefund, amount
-			e.Execute(&b)
+			e.Execute(&b, now)
 			expired, _, _, _ := ratelimit.SLDecide(entries, p, 0, now)
 			live := entries[expired:]
 			if len(live) == 0 {
@@ -54,7 +55,7 @@ func TestStoredSlidingLogMatchesModel(t *testing.T) {
 		} else {
 			cost := int64(rng.IntN(4))
 			c.Op, c.N = OpSLCheck, [4]int64{p.Limit, p.Window, cost}
-			e.Execute(&b)
+			e.Execute(&b, now)
 			expired, admit, _, want := ratelimit.SLDecide(entries, p, cost, now)
 			if got := b.Replies[0].Dec; got != want {
 				t.Fatalf("step %d %s cost %d: got %+v, model %+v", step, key, cost, got, want)
@@ -70,7 +71,7 @@ func TestStoredSlidingLogMatchesModel(t *testing.T) {
 			}
 		}
 		if rng.IntN(3) == 0 {
-			clock.Advance(int64(rng.IntN(60)) * 1e6)
+			clk.Advance(int64(rng.IntN(60)) * 1e6)
 		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/sluicehq/sluice/engine"
 )
 
 // benchPayload is about the size of one small batch of engine commands.
@@ -131,7 +133,7 @@ func BenchmarkReplayLog(b *testing.B) {
 }
 
 func BenchmarkSnapshot(b *testing.B) {
-	rec := SnapshotRecord{Kind: 1, ExpireAt: 1_700_000_000_000_000_000, Key: []byte("ratelimit:user:123456"), Payload: make([]byte, 24)}
+	rec := engine.SnapshotRecord{Kind: 1, ExpireAt: 1_700_000_000_000_000_000, Key: []byte("ratelimit:user:123456"), Payload: make([]byte, 24)}
 	const n = 100_000
 	var buf bytes.Buffer
 	e, _ := NewSnapshotEncoder(&buf, testHeader)
@@ -158,7 +160,7 @@ func BenchmarkSnapshot(b *testing.B) {
 		b.ReportAllocs()
 		b.SetBytes(int64(len(data)))
 		for b.Loop() {
-			if _, err := DecodeSnapshot(bytes.NewReader(data), func(SnapshotRecord) error { return nil }); err != nil {
+			if _, err := DecodeSnapshot(bytes.NewReader(data), func(engine.SnapshotRecord) error { return nil }); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/sluicehq/sluice/engine"
 )
 
 // FuzzReplayLog writes arbitrary bytes as a log file. ReplayLog must not
@@ -122,7 +124,7 @@ func FuzzScanLog(f *testing.F) {
 // whatever it accepts re-encodes to exactly the same bytes (the format has
 // one encoding per content).
 func FuzzDecodeSnapshot(f *testing.F) {
-	seed := func(h SnapshotHeader, recs []SnapshotRecord) []byte {
+	seed := func(h SnapshotHeader, recs []engine.SnapshotRecord) []byte {
 		var buf bytes.Buffer
 		e, _ := NewSnapshotEncoder(&buf, h)
 		for _, r := range recs {
@@ -140,8 +142,8 @@ func FuzzDecodeSnapshot(f *testing.F) {
 	f.Add(append(bytes.Clone(full), 0))
 
 	f.Fuzz(func(t *testing.T, in []byte) {
-		var recs []SnapshotRecord
-		h, err := DecodeSnapshot(bytes.NewReader(in), func(rec SnapshotRecord) error {
+		var recs []engine.SnapshotRecord
+		h, err := DecodeSnapshot(bytes.NewReader(in), func(rec engine.SnapshotRecord) error {
 			recs = append(recs, cloneRecord(rec))
 			return nil
 		})

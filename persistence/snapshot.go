@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/sluicehq/sluice/engine"
 )
 
 // Snapshot stream layout (all integers little-endian):
@@ -39,15 +41,6 @@ type SnapshotHeader struct {
 	CreatedAt int64
 	// Meta is opaque to this package; at most MaxMetaSize bytes.
 	Meta []byte
-}
-
-// SnapshotRecord is one key. Kind and Payload are the engine's; ExpireAt is
-// unix ns (0 for none, by the engine's convention).
-type SnapshotRecord struct {
-	Kind     uint8
-	ExpireAt int64
-	Key      []byte
-	Payload  []byte
 }
 
 // SnapshotEncoder writes a snapshot stream. It is not safe for concurrent
@@ -88,7 +81,7 @@ func NewSnapshotEncoder(w io.Writer, h SnapshotHeader) (*SnapshotEncoder, error)
 
 // Add writes one record. A record over MaxRecordSize is refused without
 // damaging the stream.
-func (e *SnapshotEncoder) Add(r SnapshotRecord) error {
+func (e *SnapshotEncoder) Add(r engine.SnapshotRecord) error {
 	if e.closed {
 		return errEncoderClosed
 	}
@@ -271,7 +264,7 @@ func ReadSnapshotHeader(r io.Reader) (SnapshotHeader, error) {
 // slices are valid only during fn. Truncation anywhere (including at a record boundary), a bad checksum or
 // length, and data after the end marker are errors wrapping
 // ErrCorruptSnapshot; fn's error is returned as is.
-func DecodeSnapshot(r io.Reader, fn func(SnapshotRecord) error) (SnapshotHeader, error) {
+func DecodeSnapshot(r io.Reader, fn func(engine.SnapshotRecord) error) (SnapshotHeader, error) {
 	d := &snapReader{r: bufio.NewReaderSize(r, 256<<10), left: streamLen(r)}
 	h, err := d.header()
 	if err != nil {
@@ -321,7 +314,7 @@ func DecodeSnapshot(r io.Reader, fn func(SnapshotRecord) error) (SnapshotHeader,
 			return h, d.corrupt(at, "key length %d exceeds the record", keyLen)
 		}
 		key := buf[snapRecordFixed : snapRecordFixed+int(keyLen)]
-		rec := SnapshotRecord{
+		rec := engine.SnapshotRecord{
 			Kind:     buf[0],
 			ExpireAt: int64(le.Uint64(buf[1:])),
 			Key:      key,
@@ -381,7 +374,7 @@ func WriteSnapshotFile(path string, h SnapshotHeader, fill func(e *SnapshotEncod
 }
 
 // ReadSnapshotFile decodes the snapshot file at path; see DecodeSnapshot.
-func ReadSnapshotFile(path string, fn func(SnapshotRecord) error) (SnapshotHeader, error) {
+func ReadSnapshotFile(path string, fn func(engine.SnapshotRecord) error) (SnapshotHeader, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return SnapshotHeader{}, fmt.Errorf("read snapshot: %w", err)
@@ -403,4 +396,89 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += int64(n)
 	return n, err
+}
+
+// The one writer and the one loader of engine state, shared by standalone
+// snapshots (Durable) and the Raft FSM's.
+
+// EncodeShards adds every live record of the shard copies to enc. pause, if
+// not nil, is called every 1024 records: background encoding calls it to
+// yield the core to the connections.
+func EncodeShards(enc *SnapshotEncoder, shards []engine.ShardSnapshot, pause func()) error {
+	n := 0
+	for i := range shards {
+		err := shards[i].Each(func(r engine.SnapshotRecord) error {
+			if n++; pause != nil && n%1024 == 0 {
+				pause()
+			}
+			return enc.Add(r)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WriteSnapshot writes a whole snapshot stream of the shard copies to w.
+func WriteSnapshot(w io.Writer, h SnapshotHeader, shards []engine.ShardSnapshot, pause func()) error {
+	enc, err := NewSnapshotEncoder(w, h)
+	if err != nil {
+		return err
+	}
+	if err := EncodeShards(enc, shards, pause); err != nil {
+		return err
+	}
+	return enc.Close()
+}
+
+// restoreChunk is how many records LoadSnapshot hands the engine at once.
+const restoreChunk = 4096
+
+// LoadSnapshot decodes a snapshot stream from r into eng, in chunks, and
+// returns its header and how many records it restored. The engine should
+// be empty (Restore inserts; it does not clear). A damaged stream is
+// refused with ErrCorruptSnapshot, after the records before the damage
+// were restored.
+func LoadSnapshot(r io.Reader, eng *engine.Engine) (SnapshotHeader, int, error) {
+	var (
+		recs  []engine.SnapshotRecord
+		slab  []byte
+		total int
+	)
+	flush := func() error {
+		if len(recs) == 0 {
+			return nil
+		}
+		if err := eng.Restore(recs); err != nil {
+			return err
+		}
+		total += len(recs)
+		// Restore copied the records into the tables: the slab is free.
+		recs, slab = recs[:0], slab[:0]
+		return nil
+	}
+	h, err := DecodeSnapshot(r, func(rec engine.SnapshotRecord) error {
+		// The decoder reuses its buffers: copy out into a slab that lives
+		// until the chunk is restored.
+		need := len(rec.Key) + len(rec.Payload)
+		if cap(slab)-len(slab) < need {
+			// Earlier records of the chunk keep pointing into the old slab.
+			slab = make([]byte, 0, max(1<<20, need))
+		}
+		start := len(slab)
+		slab = append(slab, rec.Key...)
+		slab = append(slab, rec.Payload...)
+		k := start + len(rec.Key)
+		recs = append(recs, engine.SnapshotRecord{Kind: rec.Kind, ExpireAt: rec.ExpireAt,
+			Key: slab[start:k:k], Payload: slab[k:len(slab):len(slab)]})
+		if len(recs) == restoreChunk {
+			return flush()
+		}
+		return nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	return h, total, err
 }

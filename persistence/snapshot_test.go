@@ -9,17 +9,19 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+
+	"github.com/sluicehq/sluice/engine"
 )
 
-func snapRecords(seed uint64, n, maxPayload int) []SnapshotRecord {
+func snapRecords(seed uint64, n, maxPayload int) []engine.SnapshotRecord {
 	ps := payloads(seed, 2*n, maxPayload)
-	out := make([]SnapshotRecord, n)
+	out := make([]engine.SnapshotRecord, n)
 	for i := range out {
 		key := ps[2*i]
 		if len(key) > 40 {
 			key = key[:40]
 		}
-		out[i] = SnapshotRecord{Kind: uint8(i % 7), ExpireAt: int64(i) * 1_000_003 * (1 - 2*int64(i%2)), Key: key, Payload: ps[2*i+1]}
+		out[i] = engine.SnapshotRecord{Kind: uint8(i % 7), ExpireAt: int64(i) * 1_000_003 * (1 - 2*int64(i%2)), Key: key, Payload: ps[2*i+1]}
 	}
 	if n > 0 {
 		out[0].Payload = nil // a key with an empty payload
@@ -27,7 +29,7 @@ func snapRecords(seed uint64, n, maxPayload int) []SnapshotRecord {
 	return out
 }
 
-func encodeSnapshot(t testing.TB, h SnapshotHeader, recs []SnapshotRecord) []byte {
+func encodeSnapshot(t testing.TB, h SnapshotHeader, recs []engine.SnapshotRecord) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	e, err := NewSnapshotEncoder(&buf, h)
@@ -48,21 +50,21 @@ func encodeSnapshot(t testing.TB, h SnapshotHeader, recs []SnapshotRecord) []byt
 	return buf.Bytes()
 }
 
-func cloneRecord(r SnapshotRecord) SnapshotRecord {
+func cloneRecord(r engine.SnapshotRecord) engine.SnapshotRecord {
 	r.Key, r.Payload = bytes.Clone(r.Key), bytes.Clone(r.Payload)
 	return r
 }
 
-func decodeAll(r io.Reader) (SnapshotHeader, []SnapshotRecord, error) {
-	var got []SnapshotRecord
-	h, err := DecodeSnapshot(r, func(rec SnapshotRecord) error {
+func decodeAll(r io.Reader) (SnapshotHeader, []engine.SnapshotRecord, error) {
+	var got []engine.SnapshotRecord
+	h, err := DecodeSnapshot(r, func(rec engine.SnapshotRecord) error {
 		got = append(got, cloneRecord(rec))
 		return nil
 	})
 	return h, got, err
 }
 
-func sameSnapshot(t *testing.T, gotH, wantH SnapshotHeader, got, want []SnapshotRecord) {
+func sameSnapshot(t *testing.T, gotH, wantH SnapshotHeader, got, want []engine.SnapshotRecord) {
 	t.Helper()
 	if gotH.LastNow != wantH.LastNow || gotH.LogSeq != wantH.LogSeq || gotH.CreatedAt != wantH.CreatedAt || !bytes.Equal(gotH.Meta, wantH.Meta) {
 		t.Fatalf("header %+v, want %+v", gotH, wantH)
@@ -87,7 +89,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	cases := []struct {
 		name string
 		h    SnapshotHeader
-		recs []SnapshotRecord
+		recs []engine.SnapshotRecord
 	}{
 		{"empty", SnapshotHeader{}, nil},
 		{"header only", testHeader, nil},
@@ -120,17 +122,17 @@ func TestSnapshotEncoderLimits(t *testing.T) {
 	}
 	var buf bytes.Buffer
 	e, _ := NewSnapshotEncoder(&buf, testHeader)
-	if err := e.Add(SnapshotRecord{Key: []byte("k"), Payload: make([]byte, MaxRecordSize)}); !errors.Is(err, ErrRecordSize) {
+	if err := e.Add(engine.SnapshotRecord{Key: []byte("k"), Payload: make([]byte, MaxRecordSize)}); !errors.Is(err, ErrRecordSize) {
 		t.Errorf("oversized record: %v", err)
 	}
 	// The refused record left the stream intact.
-	if err := e.Add(SnapshotRecord{Key: []byte("k")}); err != nil {
+	if err := e.Add(engine.SnapshotRecord{Key: []byte("k")}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Add(SnapshotRecord{}); err == nil {
+	if err := e.Add(engine.SnapshotRecord{}); err == nil {
 		t.Error("Add after Close succeeded")
 	}
 	_, got, err := decodeAll(&buf)
@@ -155,12 +157,12 @@ func TestSnapshotEncoderWriteErrorIsSticky(t *testing.T) {
 	}
 	var first error
 	for i := 0; first == nil && i < 1000; i++ {
-		first = e.Add(SnapshotRecord{Key: []byte("k"), Payload: make([]byte, 4096)})
+		first = e.Add(engine.SnapshotRecord{Key: []byte("k"), Payload: make([]byte, 4096)})
 	}
 	if first == nil {
 		t.Fatal("no error")
 	}
-	if err := e.Add(SnapshotRecord{Key: []byte("k")}); err == nil {
+	if err := e.Add(engine.SnapshotRecord{Key: []byte("k")}); err == nil {
 		t.Error("Add after a write error succeeded")
 	}
 	if err := e.Close(); err == nil {
@@ -226,7 +228,7 @@ func TestSnapshotCallbackError(t *testing.T) {
 	data := encodeSnapshot(t, testHeader, snapRecords(16, 10, 10))
 	stop := errors.New("stop")
 	n := 0
-	_, err := DecodeSnapshot(bytes.NewReader(data), func(SnapshotRecord) error {
+	_, err := DecodeSnapshot(bytes.NewReader(data), func(engine.SnapshotRecord) error {
 		if n++; n == 3 {
 			return stop
 		}
@@ -255,8 +257,8 @@ func TestSnapshotFile(t *testing.T) {
 	if n != fileSize(t, path) {
 		t.Fatalf("reported %d bytes, file has %d", n, fileSize(t, path))
 	}
-	var got []SnapshotRecord
-	h, err := ReadSnapshotFile(path, func(r SnapshotRecord) error {
+	var got []engine.SnapshotRecord
+	h, err := ReadSnapshotFile(path, func(r engine.SnapshotRecord) error {
 		got = append(got, cloneRecord(r))
 		return nil
 	})
@@ -285,7 +287,7 @@ func TestSnapshotFile(t *testing.T) {
 	if err := os.Truncate(path, n-1); err != nil {
 		t.Fatal(err)
 	}
-	_, err = ReadSnapshotFile(path, func(SnapshotRecord) error { return nil })
+	_, err = ReadSnapshotFile(path, func(engine.SnapshotRecord) error { return nil })
 	if !errors.Is(err, ErrCorruptSnapshot) || !bytes.Contains([]byte(err.Error()), []byte(path)) {
 		t.Fatalf("truncated file: %v", err)
 	}
@@ -297,10 +299,10 @@ func TestSnapshotFile(t *testing.T) {
 func ExampleDecodeSnapshot() {
 	var buf bytes.Buffer
 	e, _ := NewSnapshotEncoder(&buf, SnapshotHeader{LastNow: 1_700_000_000_000_000_000, LogSeq: 7})
-	e.Add(SnapshotRecord{Kind: 1, Key: []byte("user:42"), Payload: []byte("state")})
+	e.Add(engine.SnapshotRecord{Kind: 1, Key: []byte("user:42"), Payload: []byte("state")})
 	e.Close()
 
-	h, err := DecodeSnapshot(&buf, func(r SnapshotRecord) error {
+	h, err := DecodeSnapshot(&buf, func(r engine.SnapshotRecord) error {
 		fmt.Printf("%s kind=%d %s\n", r.Key, r.Kind, r.Payload)
 		return nil
 	})

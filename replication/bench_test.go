@@ -60,7 +60,7 @@ func benchReplicated(b *testing.B, clients, pipeline, inflight int) {
 					c.N = [4]int64{1 << 40, int64(time.Minute), 1}
 				}
 				t0 := time.Now()
-				target.Load().Execute(batch)
+				target.Load().Execute(batch, time.Now().UnixNano())
 				_ = local.RecordValue(int64(time.Since(t0)))
 				if r := batch.Replies[0]; r.Kind != engine.ReplyDecision {
 					// A disk stall past the leader lease moves leadership.

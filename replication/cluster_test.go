@@ -13,18 +13,6 @@ import (
 	"github.com/sluicehq/sluice/engine"
 )
 
-// The Node is what the server's Backend interface asks for.
-var _ interface {
-	Execute(b *engine.Batch)
-	Clock() *engine.Clock
-	Stats() engine.Stats
-	Keys() int64
-	Shards() int
-	UsedMemory() int64
-	MaxMemory() int64
-	SetMaxMemory(n int64)
-} = (*Node)(nil)
-
 func TestElectionAndReplication(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	l := c.leader()
@@ -168,7 +156,7 @@ func (fl *failoverLoad) worker(seed uint64) {
 		for range 4 {
 			*b.Add() = fl.command(fl.keys[rng.IntN(len(fl.keys))])
 		}
-		target.Execute(b)
+		target.Execute(b, time.Now().UnixNano())
 		var retarget bool
 		fl.mu.Lock()
 		for i, r := range b.Replies {

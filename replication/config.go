@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/sluicehq/sluice/internal/clock"
 )
 
 // Config configures a Node. Dir and ClientAddr are required; every other
@@ -73,6 +75,16 @@ type Config struct {
 	// NoSync skips fsync in the log store. Unsafe: a machine crash can lose
 	// acknowledged decisions. Default false.
 	NoSync bool
+	// Clock is the server's clock: the node carries every applied time
+	// forward into it, so a follower that becomes leader never stamps an
+	// entry earlier than one it has applied, and reads never run behind
+	// the applied state. Default: a new system clock.
+	Clock *clock.Clock
+	// SweepInterval is how often the node frees expired records, as of
+	// the last applied time (never the local clock: a follower must not
+	// free a key the log still treats as live). Default 100ms; negative
+	// disables.
+	SweepInterval time.Duration
 	// Logger receives the node's and Raft's log lines; nil discards.
 	Logger *slog.Logger
 
@@ -93,6 +105,7 @@ const (
 	defaultSnapshotThreshold = 1024
 	defaultSnapshotInterval  = 30 * time.Second
 	defaultTrailingLogs      = 1024
+	defaultSweepInterval     = 100 * time.Millisecond
 )
 
 func (c *Config) setDefaults() error {
@@ -126,6 +139,12 @@ func (c *Config) setDefaults() error {
 	}
 	if c.TrailingLogs == 0 {
 		c.TrailingLogs = defaultTrailingLogs
+	}
+	if c.SweepInterval == 0 {
+		c.SweepInterval = defaultSweepInterval
+	}
+	if c.Clock == nil {
+		c.Clock = clock.New(nil)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

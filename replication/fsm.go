@@ -26,9 +26,11 @@ type fsm struct {
 	// the replicated state and of every snapshot.
 	lastNow   int64
 	lastIndex uint64
-	// appliedNow mirrors lastNow for the engine's sweeper, which runs on
-	// another goroutine.
+	// appliedNow mirrors lastNow for the sweeper and for reads, which run
+	// on other goroutines.
 	appliedNow atomic.Int64
+	// appliedIndex is lastIndex, published after the entry is applied.
+	appliedIndex atomic.Uint64
 	// gate is the maxmemory state the engine is set to: -1 unknown, 0 open,
 	// 1 refusing new state (see flagOverMemory).
 	gate  int8
@@ -41,6 +43,7 @@ var _ raft.FSM = (*fsm)(nil)
 // reach the proposing connections directly (see applyBatch).
 func (f *fsm) Apply(l *raft.Log) any {
 	f.lastIndex = l.Index
+	defer f.appliedIndex.Store(l.Index)
 	if l.Type != raft.LogCommand || len(l.Data) == 0 {
 		return nil
 	}
@@ -77,11 +80,12 @@ func (f *fsm) applyBatch(index uint64, data []byte) {
 	now := max(h.now, f.lastNow)
 	f.lastNow = now
 	f.appliedNow.Store(now)
+	f.n.cfg.Clock.Observe(now)
 	f.setGate(h.flags&flagOverMemory != 0)
 	if h.origin == f.n.origin {
 		if p := f.n.claim(h.seq); p != nil {
 			for _, r := range p.reqs {
-				f.eng.ExecuteAt(r.b, now)
+				f.eng.Execute(r.b, now)
 				r.done <- struct{}{}
 			}
 			return
@@ -95,7 +99,7 @@ func (f *fsm) applyBatch(index uint64, data []byte) {
 		f.log.Error("replication: skipping malformed batch entry", "index", index, "err", err, "trailing", len(rest))
 		return
 	}
-	f.eng.ExecuteAt(b, now)
+	f.eng.Execute(b, now)
 }
 
 // setGate makes the engine refuse or allow new state as the leader decided
@@ -122,7 +126,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	// At the applied time, not the local clock: entries already proposed
 	// but not yet applied must still find the keys they expect.
 	return &fsmSnapshot{
-		shards: f.eng.SnapshotAt(f.lastNow),
+		shards: f.eng.Snapshot(f.lastNow),
 		header: persistence.SnapshotHeader{
 			LastNow:   f.lastNow,
 			LogSeq:    f.lastIndex,
@@ -136,15 +140,11 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	flush := &engine.Batch{Cmds: []engine.Command{{Op: engine.OpFlushAll}}}
-	f.eng.ExecuteAt(flush, f.lastNow)
+	f.eng.Execute(flush, f.lastNow)
 	if r := flush.Replies[0]; r.Kind == engine.ReplyError {
 		return fmt.Errorf("replication: restore: clearing state: %w", r.Err)
 	}
-	rs := restorer{eng: f.eng}
-	h, err := persistence.DecodeSnapshot(rc, rs.add)
-	if err == nil {
-		err = rs.flush()
-	}
+	h, records, err := persistence.LoadSnapshot(rc, f.eng)
 	if err != nil {
 		return fmt.Errorf("replication: restore snapshot: %w", err)
 	}
@@ -156,52 +156,10 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.lastNow = h.LastNow
 	f.appliedNow.Store(h.LastNow)
 	f.lastIndex = h.LogSeq
-	f.eng.Clock().Observe(h.LastNow)
+	f.appliedIndex.Store(h.LogSeq)
+	f.n.cfg.Clock.Observe(h.LastNow)
 	f.gate = -1
-	f.log.Info("replication: restored snapshot", "records", rs.total, "last_now", h.LastNow)
-	return nil
-}
-
-// restorer loads decoded records into the engine in chunks, copying each
-// record out of the decoder's buffer into a slab reused per chunk.
-type restorer struct {
-	eng   *engine.Engine
-	recs  []engine.SnapshotRecord
-	slab  []byte
-	total int
-}
-
-const restoreChunk = 4096
-
-func (r *restorer) add(rec persistence.SnapshotRecord) error {
-	need := len(rec.Key) + len(rec.Payload)
-	if cap(r.slab)-len(r.slab) < need {
-		// Earlier records keep pointing into the old slab.
-		r.slab = make([]byte, 0, max(1<<20, need))
-	}
-	start := len(r.slab)
-	r.slab = append(r.slab, rec.Key...)
-	r.slab = append(r.slab, rec.Payload...)
-	key := r.slab[start : start+len(rec.Key) : start+len(rec.Key)]
-	payload := r.slab[start+len(rec.Key) : len(r.slab) : len(r.slab)]
-	r.recs = append(r.recs, engine.SnapshotRecord{Kind: rec.Kind, ExpireAt: rec.ExpireAt, Key: key, Payload: payload})
-	if len(r.recs) == restoreChunk {
-		return r.flush()
-	}
-	return nil
-}
-
-func (r *restorer) flush() error {
-	if len(r.recs) == 0 {
-		return nil
-	}
-	if err := r.eng.Restore(r.recs); err != nil {
-		return err
-	}
-	r.total += len(r.recs)
-	// Restore copied the records into the tables: the slab is free again.
-	r.recs = r.recs[:0]
-	r.slab = r.slab[:0]
+	f.log.Info("replication: restored snapshot", "records", records, "last_now", h.LastNow)
 	return nil
 }
 
@@ -221,19 +179,7 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 }
 
 func (s *fsmSnapshot) write(w io.Writer) error {
-	enc, err := persistence.NewSnapshotEncoder(w, s.header)
-	if err != nil {
-		return err
-	}
-	for i := range s.shards {
-		err := s.shards[i].Each(func(r engine.SnapshotRecord) error {
-			return enc.Add(persistence.SnapshotRecord(r))
-		})
-		if err != nil {
-			return err
-		}
-	}
-	return enc.Close()
+	return persistence.WriteSnapshot(w, s.header, s.shards, nil)
 }
 
 // Release drops the copy.

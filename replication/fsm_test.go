@@ -9,13 +9,14 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/clock"
 )
 
 // newTestFSM is an FSM over a fresh engine, without Raft around it.
 func newTestFSM(t *testing.T) *fsm {
 	eng := engine.New(engine.Config{Shards: 4})
 	t.Cleanup(eng.Close)
-	n := &Node{eng: eng, pending: map[uint64]*proposal{}, origin: 1}
+	n := &Node{cfg: Config{Clock: clock.New(nil)}, eng: eng, pending: map[uint64]*proposal{}, origin: 1}
 	n.members.m = map[string]member{}
 	f := &fsm{n: n, eng: eng, log: testLogger(t), gate: -1}
 	n.fsm = f
@@ -52,8 +53,8 @@ func TestFSMClampsNow(t *testing.T) {
 	if f.lastNow != t0 {
 		t.Errorf("lastNow = %d, want %d", f.lastNow, t0)
 	}
-	if now := f.eng.Clock().Now(); now < t0 {
-		t.Errorf("engine clock %d behind the applied now %d", now, t0)
+	if now := f.n.cfg.Clock.Now(); now < t0 {
+		t.Errorf("node clock %d behind the applied now %d", now, t0)
 	}
 	// Applied at t0, the second unit is inside the window with the first.
 	if got := info(t, f.eng, "k", "remaining"); got != 8 {

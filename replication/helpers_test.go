@@ -169,10 +169,12 @@ func (c *cluster) waitConverged() {
 	if err := l.raft.Barrier(5 * time.Second).Error(); err != nil {
 		c.t.Fatalf("barrier: %v", err)
 	}
-	want := l.raft.AppliedIndex()
+	// The FSM's own applied index, not raft.AppliedIndex: raft documents
+	// that the latter does not imply the FSM has consumed the entry.
+	want := l.AppliedIndex()
 	waitFor(c.t, 10*time.Second, "followers caught up", func() bool {
 		for _, n := range c.live() {
-			if n.raft.AppliedIndex() < want {
+			if n.AppliedIndex() < want {
 				return false
 			}
 			for _, m := range l.ClusterView().Nodes {
@@ -213,17 +215,20 @@ func limitInfo(key string) engine.Command {
 	return engine.Command{Op: engine.OpInfo, Key: []byte(key)}
 }
 
-// run executes cmds as one pipeline on x.
-func run(x interface{ Execute(*engine.Batch) }, cmds ...engine.Command) *engine.Batch {
+// executor is what a node and a bare engine have in common.
+type executor interface{ Execute(*engine.Batch, int64) }
+
+// run executes cmds as one pipeline on x, now.
+func run(x executor, cmds ...engine.Command) *engine.Batch {
 	b := &engine.Batch{Cmds: cmds}
-	x.Execute(b)
+	x.Execute(b, time.Now().UnixNano())
 	return b
 }
 
 // runReadOnly executes cmds as a pipeline of a READONLY connection.
-func runReadOnly(x interface{ Execute(*engine.Batch) }, cmds ...engine.Command) *engine.Batch {
+func runReadOnly(x executor, cmds ...engine.Command) *engine.Batch {
 	b := &engine.Batch{Cmds: cmds, ReadOnly: true}
-	x.Execute(b)
+	x.Execute(b, time.Now().UnixNano())
 	return b
 }
 
@@ -242,10 +247,13 @@ func infoField(r engine.Reply, name string) (int64, bool) {
 	return 0, false
 }
 
-// dump renders an engine's whole state, for comparing nodes.
-func dump(eng *engine.Engine) map[string]string {
+// dump renders an engine's whole live state, for comparing nodes.
+func dump(eng *engine.Engine) map[string]string { return dumpAt(eng, time.Now().UnixNano()) }
+
+// dumpAt renders the state live at now.
+func dumpAt(eng *engine.Engine, now int64) map[string]string {
 	out := map[string]string{}
-	for _, s := range eng.Snapshot() {
+	for _, s := range eng.Snapshot(now) {
 		_ = s.Each(func(r engine.SnapshotRecord) error {
 			out[string(r.Key)] = fmt.Sprintf("%d/%d/%s", r.Kind, r.ExpireAt, hex.EncodeToString(r.Payload))
 			return nil
@@ -256,7 +264,8 @@ func dump(eng *engine.Engine) map[string]string {
 
 func sameState(t testing.TB, a, b *testNode) {
 	t.Helper()
-	da, db := dump(a.eng), dump(b.eng)
+	now := time.Now().UnixNano()
+	da, db := dumpAt(a.eng, now), dumpAt(b.eng, now)
 	if maps.Equal(da, db) {
 		return
 	}

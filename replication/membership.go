@@ -132,7 +132,7 @@ func (n *Node) ClusterView() engine.ClusterView {
 		State:       n.raft.State().String(),
 		Term:        n.raft.CurrentTerm(),
 		CommitIndex: n.raft.CommitIndex(),
-		Applied:     n.raft.AppliedIndex(),
+		Applied:     n.AppliedIndex(),
 	}
 	_, leaderID := n.raft.LeaderWithID()
 	v.Self = engine.NodeInfo{

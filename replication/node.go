@@ -80,11 +80,10 @@ type Node struct {
 	closeErr  error
 }
 
-var _ engine.Clustered = (*Node)(nil)
-
 // request is one connection's pipeline waiting for its entry to commit.
 type request struct {
 	b    *engine.Batch
+	now  int64 // when the server received it
 	err  error
 	done chan struct{} // buffered: the signaller never blocks
 }
@@ -159,7 +158,6 @@ func Open(cfg Config, eng *engine.Engine) (*Node, error) {
 	}
 	n.members.m = map[string]member{}
 	n.fsm = &fsm{n: n, eng: eng, log: n.log, gate: -1}
-	eng.SetSweepClock(n.fsm.appliedNow.Load)
 	// From here on the FSM drives the engine's limit (see fsm.setGate).
 	n.maxMemory.Store(eng.MaxMemory())
 	eng.SetMaxMemory(0)
@@ -184,6 +182,10 @@ func Open(cfg Config, eng *engine.Engine) (*Node, error) {
 	go n.completer()
 	n.wg.Add(1)
 	go n.watch()
+	if cfg.SweepInterval > 0 {
+		n.wg.Add(1)
+		go n.sweeper()
+	}
 	if n.IsLeader() {
 		// Leadership came before the observer was registered.
 		n.wg.Add(1)
@@ -347,7 +349,12 @@ func (n *Node) drainQueue() {
 //   - A proposed pipeline whose commit cannot be confirmed (leadership
 //     lost, node shut down) gets engine.ErrOutcomeUnknown: it may or may
 //     not have applied, so it is never redirected.
-func (n *Node) Execute(b *engine.Batch) {
+//
+// now is when the server received the pipeline. A write's entry is stamped
+// with the latest now of the pipelines it carries, and every node applies it
+// at that time (never earlier than the time applied before it); reads run at
+// now, or at the applied time if that is later.
+func (n *Node) Execute(b *engine.Batch, now int64) {
 	if n.closed.Load() {
 		fillError(b, engine.ErrClosed)
 		return
@@ -358,10 +365,10 @@ func (n *Node) Execute(b *engine.Batch) {
 	for range 3 {
 		if n.IsLeader() {
 			if !write {
-				n.eng.Execute(b)
+				n.eng.Execute(b, max(now, n.fsm.appliedNow.Load()))
 				return
 			}
-			err := n.propose(b)
+			err := n.propose(b, now)
 			if err == nil {
 				return
 			}
@@ -372,7 +379,7 @@ func (n *Node) Execute(b *engine.Batch) {
 			continue
 		}
 		if !write && b.ReadOnly {
-			n.eng.Execute(b)
+			n.eng.Execute(b, max(now, n.fsm.appliedNow.Load()))
 			return
 		}
 		addr, err := n.leaderClientAddr()
@@ -417,9 +424,9 @@ func (n *Node) redirect(b *engine.Batch, addr string) {
 
 // propose queues b for the batcher and waits until its entry is applied
 // (nil: the replies are in b) or failed.
-func (n *Node) propose(b *engine.Batch) error {
+func (n *Node) propose(b *engine.Batch, now int64) error {
 	r := requestPool.Get().(*request)
-	r.b, r.err = b, nil
+	r.b, r.now, r.err = b, now, nil
 	if !n.submit(r) {
 		r.b = nil
 		requestPool.Put(r)
@@ -447,8 +454,8 @@ func (n *Node) submit(r *request) bool {
 }
 
 // batcher forms Raft entries: it takes as many waiting pipelines as are
-// queued (up to MaxBatch commands), stamps now once, and proposes them as
-// one entry. Up to MaxInflight entries are in flight; while they are, new
+// queued (up to MaxBatch commands), stamps the entry with the latest of
+// their arrival times, and proposes them as one entry. Up to MaxInflight entries are in flight; while they are, new
 // pipelines pile up in the queue and make the next entry bigger, so the
 // entry size follows the load with no timer.
 func (n *Node) batcher() {
@@ -489,7 +496,9 @@ func (n *Node) batcher() {
 
 		// Followers need only the writes: reads change no state.
 		writes = writes[:0]
+		var now int64
 		for _, r := range p.reqs {
+			now = max(now, r.now)
 			for i := range r.b.Cmds {
 				if r.b.Cmds[i].Writes() {
 					writes = append(writes, r.b.Cmds[i])
@@ -498,7 +507,7 @@ func (n *Node) batcher() {
 		}
 		n.seq++
 		p.seq = n.seq
-		h := batchHeader{now: n.eng.Clock().Now(), origin: n.origin, seq: p.seq}
+		h := batchHeader{now: now, origin: n.origin, seq: p.seq}
 		if limit := n.maxMemory.Load(); limit > 0 && n.eng.UsedMemory() >= limit {
 			h.flags |= flagOverMemory
 		}
@@ -641,6 +650,27 @@ func (n *Node) watch() {
 	}
 }
 
+// sweeper frees expired records as of the last applied time.
+func (n *Node) sweeper() {
+	defer n.wg.Done()
+	tick := time.NewTicker(n.cfg.SweepInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-tick.C:
+			n.eng.Sweep(n.fsm.appliedNow.Load())
+		}
+	}
+}
+
+// AppliedIndex is the index of the last Raft entry this node's state
+// machine has applied. Unlike raft.AppliedIndex, which may count an entry
+// the FSM has not yet consumed, it is published only after the entry is
+// applied, so two nodes with the same AppliedIndex hold the same state.
+func (n *Node) AppliedIndex() uint64 { return n.fsm.appliedIndex.Load() }
+
 // announceSelf records this node's client address in the replicated member
 // map if it is missing or stale, so followers can redirect to it.
 func (n *Node) announceSelf() {
@@ -655,20 +685,11 @@ func (n *Node) announceSelf() {
 	}
 }
 
-// Clock returns the engine's clock.
-func (n *Node) Clock() *engine.Clock { return n.eng.Clock() }
-
 // Stats returns the engine's counters.
 func (n *Node) Stats() engine.Stats { return n.eng.Stats() }
 
-// Keys is the engine's key count.
-func (n *Node) Keys() int64 { return n.eng.Keys() }
-
 // Shards is the engine's shard count.
 func (n *Node) Shards() int { return n.eng.Shards() }
-
-// UsedMemory is the engine's memory use.
-func (n *Node) UsedMemory() int64 { return n.eng.UsedMemory() }
 
 // MaxMemory is this node's memory limit, 0 for none.
 func (n *Node) MaxMemory() int64 { return n.maxMemory.Load() }

@@ -17,8 +17,8 @@ import (
 
 var errClusterDisabled = errors.New("This instance has cluster support disabled")
 
-func (s *Server) clustered() (engine.Clustered, bool) {
-	cl, ok := s.backend.(engine.Clustered)
+func (s *Server) clustered() (Cluster, bool) {
+	cl, ok := s.backend.(Cluster)
 	return cl, ok
 }
 

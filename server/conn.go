@@ -9,8 +9,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
 	"github.com/tidwall/redcon"
+
+	"github.com/sluicehq/sluice/engine"
 )
 
 const (
@@ -262,7 +263,7 @@ func (c *client) flushBatch() {
 	}
 	if len(c.batch.Cmds) > 0 {
 		c.batch.ReadOnly = c.readonly
-		c.s.backend.Execute(&c.batch)
+		c.s.backend.Execute(&c.batch, c.s.clock.Now())
 	}
 	for _, sl := range c.slots {
 		if sl.idx < 0 {

@@ -57,9 +57,10 @@ func FuzzProtocol(f *testing.F) {
 	f.Add([]byte("PING\r\nSET a \"b c\"\r\nGET a\r\n"))
 	f.Add([]byte("*2\r\n$3\r\nGET\r\n$99999999999999999999\r\n"))
 	f.Add([]byte("*1\r\n$-7\r\nabcdefg\r\n"))
-	eng := engine.New(engine.Config{Shards: 2, SweepInterval: -1})
+	eng := engine.New(engine.Config{Shards: 2})
 	defer eng.Close()
 	srv := New(Config{EnableDebug: DebugYes}, eng)
+	defer srv.Close()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		a, b := net.Pipe()
 		defer a.Close()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/server"
 )

@@ -1,10 +1,11 @@
 // Package server speaks RESP2 to Sluice's clients. It owns connections,
 // AUTH, the command table (name, arity, flags, key positions, docs, parser),
-// argument parsing into typed engine commands, reply writing, and the one
-// place that maps Go errors to RESP error text. Each connection is served by
-// one goroutine that reads a whole pipeline, parses it, hands the engine
-// commands to the Backend as one batch, and writes every reply in order.
-// Server methods are safe for concurrent use.
+// argument parsing into typed engine commands, reply writing, the one place
+// that maps Go errors to RESP error text (errors.go), and time: it stamps
+// every pipeline from its clock and ticks the backend's sweeper. Each
+// connection is served by one goroutine that reads a whole pipeline, parses
+// it, hands the engine commands to the Backend as one batch, and writes
+// every reply in order. Server methods are safe for concurrent use.
 package server
 
 import (
@@ -16,29 +17,77 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/clock"
 )
 
-// Backend executes engine batches. The standalone engine satisfies it; a
-// replicated node will too, so this package never imports replication.
-type Backend interface {
-	Execute(b *engine.Batch)
-	Clock() *engine.Clock
+// The server declares what it needs from the backend it serves, in small
+// interfaces; the standalone engine, persistence.Durable and
+// replication.Node each satisfy Backend (pinned where they are wired, in
+// cmd/sluice-server, since this package imports neither of the last two).
+
+// Executor runs pipelines.
+type Executor interface {
+	// Execute fills b.Replies for b.Cmds, in order, as of now: the
+	// server's clock when the pipeline arrived, never earlier than a now
+	// it passed before. It returns when the replies are final (durable as
+	// promised; in a cluster, committed). Called concurrently from every
+	// connection, each with its own Batch.
+	Execute(b *engine.Batch, now int64)
+}
+
+// Inspector answers INFO, DBSIZE, CONFIG and the metrics. Safe for
+// concurrent use; values may be a moment stale.
+type Inspector interface {
 	Stats() engine.Stats
-	Keys() int64
 	Shards() int
-	UsedMemory() int64
 	MaxMemory() int64
+	// SetMaxMemory serves CONFIG SET maxmemory; it takes effect for the
+	// next commands.
 	SetMaxMemory(n int64)
+}
+
+// Backend is what a Server serves.
+type Backend interface {
+	Executor
+	Inspector
 }
 
 var _ Backend = (*engine.Engine)(nil)
 
+// Sweeper is implemented by a backend whose expired records the server
+// frees: Sweep is called every Config.SweepInterval with the clock's now,
+// from one goroutine, and must not block. A cluster node sweeps by itself,
+// at the applied time, and does not implement it.
+type Sweeper interface {
+	Sweep(now int64)
+}
+
+var _ Sweeper = (*engine.Engine)(nil)
+
+// Cluster is implemented by a backend in cluster mode. Safe for concurrent
+// use.
+type Cluster interface {
+	// ClusterView describes the group as this node sees it, for CLUSTER,
+	// ROLE and INFO replication.
+	ClusterView() engine.ClusterView
+	// Join adds a voter; idempotent for a node already present with the
+	// same addresses. Only the leader can; a follower answers with the
+	// *engine.MovedError a decision would get.
+	Join(id, raftAddr, clientAddr string) error
+	// Forget removes a node; idempotent.
+	Forget(id string) error
+}
+
 // Persister is standalone persistence, for SAVE, BGSAVE, LASTSAVE and INFO
-// persistence. nil means persistence is off.
+// persistence. Safe for concurrent use.
 type Persister interface {
+	// Save takes a snapshot and compacts the log, returning when done.
 	Save() error
+	// BackgroundSave starts one and returns at once.
 	BackgroundSave() error
+	// LastSave is the unix time of the last successful snapshot.
 	LastSave() int64
+	// InfoLines are the INFO persistence section's lines.
 	InfoLines() []string
 }
 
@@ -73,6 +122,14 @@ type Config struct {
 	// Persistence, when set, serves SAVE/BGSAVE/LASTSAVE and INFO
 	// persistence.
 	Persistence Persister
+	// Clock stamps every pipeline, and serves TIME and DEBUG CLOCK. Share
+	// it with the backend's persistence or replication, which carry
+	// restored and applied times forward into it. Default: a new system
+	// clock.
+	Clock *clock.Clock
+	// SweepInterval is how often a Sweeper backend frees expired records.
+	// Default 100ms; negative disables.
+	SweepInterval time.Duration
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -81,6 +138,7 @@ type Config struct {
 type Server struct {
 	cfg     Config
 	backend Backend
+	clock   *clock.Clock
 	log     *slog.Logger
 	started time.Time
 
@@ -92,6 +150,8 @@ type Server struct {
 	clients   map[int64]*client
 	closing   bool
 	wg        sync.WaitGroup
+	stop      chan struct{} // closed by Close: stops the sweeper
+	sweeperWG sync.WaitGroup
 
 	nextID      atomic.Int64
 	connections atomic.Int64 // total accepted
@@ -99,7 +159,8 @@ type Server struct {
 	commandsN   atomic.Int64
 }
 
-// New returns a server for backend.
+// New returns a server for backend and starts its sweeper (if the backend
+// is a Sweeper). Close stops it.
 func New(cfg Config, backend Backend) *Server {
 	if cfg.MaxClients <= 0 {
 		cfg.MaxClients = 10000
@@ -113,15 +174,41 @@ func New(cfg Config, backend Backend) *Server {
 	if cfg.Version == "" {
 		cfg.Version = "0.1.0"
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.New(nil)
+	}
+	if cfg.SweepInterval == 0 {
+		cfg.SweepInterval = 100 * time.Millisecond
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, backend: backend, log: log, started: time.Now(), clients: map[int64]*client{}}
+	s := &Server{cfg: cfg, backend: backend, clock: cfg.Clock, log: log, started: time.Now(),
+		clients: map[int64]*client{}, stop: make(chan struct{})}
 	pass := cfg.RequirePass
 	s.requirePass.Store(&pass)
 	s.maxClients.Store(int64(cfg.MaxClients))
+	if sw, ok := backend.(Sweeper); ok && cfg.SweepInterval > 0 {
+		s.sweeperWG.Add(1)
+		go s.sweep(sw)
+	}
 	return s
+}
+
+// sweep frees expired records every SweepInterval until Close.
+func (s *Server) sweep(sw Sweeper) {
+	defer s.sweeperWG.Done()
+	tick := time.NewTicker(s.cfg.SweepInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-tick.C:
+			sw.Sweep(s.clock.Now())
+		}
+	}
 }
 
 // ErrServerClosed is returned by Serve after Close.
@@ -185,15 +272,18 @@ func (s *Server) accept(nc net.Conn) {
 }
 
 // Close stops accepting, lets every connection finish the pipeline it is
-// executing and flush its replies, closes the connections, and waits.
+// executing and flush its replies, closes the connections, stops the
+// sweeper, and waits for all of them.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
 		s.wg.Wait()
+		s.sweeperWG.Wait()
 		return nil
 	}
 	s.closing = true
+	close(s.stop)
 	for _, ln := range s.listeners {
 		ln.Close()
 	}
@@ -202,6 +292,7 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	s.sweeperWG.Wait()
 	return nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/vectors"
 	"github.com/sluicehq/sluice/server"
@@ -286,8 +287,8 @@ func TestExactlyOnceUnderConcurrency(t *testing.T) {
 // TestSweeperNeverChangesAnswers replays one random workload against a
 // server that sweeps after every batch and one that never sweeps.
 func TestSweeperNeverChangesAnswers(t *testing.T) {
-	eager := startServer(t, server.Config{}, engine.Config{Shards: 4, SweepEveryBatch: true, SweepBudget: 1 << 16, SweepInterval: time.Millisecond})
-	never := startServer(t, server.Config{}, engine.Config{Shards: 4, SweepInterval: -1})
+	eager := startServer(t, server.Config{SweepInterval: time.Millisecond}, engine.Config{Shards: 4, SweepEveryBatch: true, SweepBudget: 1 << 16})
+	never := startServer(t, server.Config{SweepInterval: -1}, engine.Config{Shards: 4})
 	base := max(eager.freezeClock(t), never.freezeClock(t)) + 1000
 	eager.expect(t, "OK", "DEBUG", "CLOCK", "SET", base)
 	never.expect(t, "OK", "DEBUG", "CLOCK", "SET", base)

@@ -12,27 +12,38 @@ package main
 import (
 	"bufio"
 	"context"
-	"path/filepath"
-
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/redis/go-redis/v9"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/clock"
 	"github.com/sluicehq/sluice/persistence"
 	"github.com/sluicehq/sluice/replication"
 	"github.com/sluicehq/sluice/server"
+)
+
+// The backends the server is wired to, pinned to the interfaces it
+// declares (server cannot import persistence or replication to pin them).
+var (
+	_ server.Backend   = (*persistence.Durable)(nil)
+	_ server.Sweeper   = (*persistence.Durable)(nil)
+	_ server.Persister = (*persistence.Durable)(nil)
+	_ server.Backend   = (*replication.Node)(nil)
+	_ server.Cluster   = (*replication.Node)(nil)
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -202,30 +213,34 @@ func run(args []string, stderr io.Writer) int {
 		return 2
 	}
 
+	// One clock for the process: the server stamps pipelines with it, and
+	// recovery and replication carry the times they restore into it.
+	clk := clock.New(nil)
 	eng := engine.New(engine.Config{Shards: o.shards, MaxMemory: maxMemory, Logger: log})
 	var backend server.Backend = eng
 	var node *replication.Node
-	var durable *engine.Durable
+	var durable *persistence.Durable
 	clusterMode := strings.EqualFold(o.clusterEnabled, "yes")
 	if clusterMode {
 		// The Raft log is the journal: --appendonly does not apply.
-		node, err = openNode(o, eng, listeners[0].Addr().String(), log)
+		node, err = openNode(o, eng, clk, listeners[0].Addr().String(), log)
 		if err != nil {
 			log.Error("cannot start cluster mode", "err", err)
 			eng.Close()
 			return 1
 		}
 		backend = node
-	} else if durable, err = openDurable(o, eng, log); err != nil {
+	} else if durable, err = openDurable(o, eng, clk, log); err != nil {
 		log.Error("cannot recover persisted state; not starting", "dir", o.dir, "err", err)
 		eng.Close()
 		return 1
 	}
 	var persister server.Persister
 	if durable != nil {
-		persister = durable
+		backend, persister = durable, durable
 	}
 	srv := server.New(server.Config{
+		Clock:       clk,
 		Persistence: persister,
 		RequirePass: o.requirePass,
 		MaxClients:  o.maxClients,
@@ -303,7 +318,7 @@ func run(args []string, stderr io.Writer) int {
 
 // openDurable recovers state from --dir and attaches the append-only file,
 // unless --appendonly no.
-func openDurable(o options, eng *engine.Engine, log *slog.Logger) (*engine.Durable, error) {
+func openDurable(o options, eng *engine.Engine, clk *clock.Clock, log *slog.Logger) (*persistence.Durable, error) {
 	switch strings.ToLower(o.appendOnly) {
 	case "no":
 		return nil, nil
@@ -323,8 +338,8 @@ func openDurable(o options, eng *engine.Engine, log *slog.Logger) (*engine.Durab
 	if pct == 0 {
 		pct = -1
 	}
-	d, err := engine.OpenDurable(eng, engine.DurableConfig{
-		Dir: o.dir, Fsync: policy, AutoRewritePercent: pct, AutoRewriteMinSize: minSize, Logger: log,
+	d, err := persistence.OpenDurable(eng, persistence.DurableConfig{
+		Dir: o.dir, Fsync: policy, AutoRewritePercent: pct, AutoRewriteMinSize: minSize, Clock: clk, Logger: log,
 	})
 	if err != nil {
 		return nil, err
@@ -351,7 +366,7 @@ func checkLog(path string, fix bool, out io.Writer) int {
 }
 
 // openNode starts this process's Raft member.
-func openNode(o options, eng *engine.Engine, listenAddr string, log *slog.Logger) (*replication.Node, error) {
+func openNode(o options, eng *engine.Engine, clk *clock.Clock, listenAddr string, log *slog.Logger) (*replication.Node, error) {
 	raftAddr := o.clusterRaftAddr
 	if raftAddr == "" {
 		host, _, _ := net.SplitHostPort(listenAddr)
@@ -375,6 +390,7 @@ func openNode(o options, eng *engine.Engine, listenAddr string, log *slog.Logger
 		HeartbeatTimeout:   o.clusterHeartbeat,
 		ElectionTimeout:    o.clusterElection,
 		LeaderLeaseTimeout: o.clusterLease,
+		Clock:              clk,
 		Logger:             log,
 	}, eng)
 	if err != nil {

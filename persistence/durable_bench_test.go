@@ -1,15 +1,16 @@
-package engine
+package persistence
 
 import (
 	"encoding/binary"
 	"testing"
+	"time"
 
-	"github.com/sluicehq/sluice/persistence"
+	"github.com/sluicehq/sluice/engine"
 )
 
 // fill creates n GCRA limiters with 16-byte keys and a one-hour period.
-func fill(e *Engine, n int) {
-	var b Batch
+func fill(e *engine.Engine, n int) {
+	var b engine.Batch
 	for i := 0; i < n; {
 		b.Reset()
 		for k := 0; k < 256 && i < n; k, i = k+1, i+1 {
@@ -17,9 +18,9 @@ func fill(e *Engine, n int) {
 			key := make([]byte, 16)
 			copy(key, "user:id:")
 			binary.BigEndian.PutUint64(key[8:], uint64(i))
-			c.Op, c.Key, c.N = OpThrottle, key, [4]int64{99, 100, 3600e9, 1}
+			c.Op, c.Key, c.N = engine.OpThrottle, key, [4]int64{99, 100, 3600e9, 1}
 		}
-		e.Execute(&b)
+		e.Execute(&b, time.Now().UnixNano())
 	}
 }
 
@@ -28,8 +29,8 @@ func fill(e *Engine, n int) {
 // target is at most 2 s.
 func BenchmarkRestart(b *testing.B) {
 	dir := b.TempDir()
-	e := New(Config{SweepInterval: -1})
-	d, err := OpenDurable(e, DurableConfig{Dir: dir, Fsync: persistence.FsyncNo})
+	e := engine.New(engine.Config{})
+	d, err := OpenDurable(e, DurableConfig{Dir: dir, Fsync: FsyncNo})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -40,8 +41,8 @@ func BenchmarkRestart(b *testing.B) {
 	e.Close()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		e := New(Config{SweepInterval: -1})
-		d, err := OpenDurable(e, DurableConfig{Dir: dir, Fsync: persistence.FsyncNo, AutoRewritePercent: -1})
+		e := engine.New(engine.Config{})
+		d, err := OpenDurable(e, DurableConfig{Dir: dir, Fsync: FsyncNo, AutoRewritePercent: -1})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -59,9 +60,9 @@ func BenchmarkRestart(b *testing.B) {
 
 // BenchmarkSnapshot measures taking a snapshot of 1M limiters.
 func BenchmarkSnapshot1M(b *testing.B) {
-	e := New(Config{SweepInterval: -1})
+	e := engine.New(engine.Config{})
 	defer e.Close()
-	d, err := OpenDurable(e, DurableConfig{Dir: b.TempDir(), Fsync: persistence.FsyncNo, AutoRewritePercent: -1})
+	d, err := OpenDurable(e, DurableConfig{Dir: b.TempDir(), Fsync: FsyncNo, AutoRewritePercent: -1})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,9 +1,10 @@
-package engine
+package persistence
 
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -14,11 +15,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicehq/sluice/persistence"
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/clock"
 )
 
-// Standalone durability: the journal goes to an append-only log in Dir;
-// snapshots compact it. Files:
+// Durable is standalone durability wrapped around an engine from outside,
+// the way replication.Node wraps one for cluster mode: the engine's journal
+// goes to an append-only log in Dir, snapshots compact it, and start-up
+// recovers from both. Files:
 //
 //	sluice.snap      the last snapshot; its meta names the first log
 //	                 generation to replay and, per shard, the last journal
@@ -39,7 +43,11 @@ type DurableConfig struct {
 	// Dir holds the log and snapshot. Default: the working directory.
 	Dir string
 	// Fsync is appendfsync. Default everysec.
-	Fsync persistence.FsyncPolicy
+	Fsync FsyncPolicy
+	// Clock is the server's clock. Recovery carries the time the previous
+	// process had used into it, so no later decision runs at an earlier
+	// time; snapshots record its reading. Default: a new system clock.
+	Clock *clock.Clock
 	// AutoRewritePercent: snapshot (and start a new log) when the log has
 	// grown this many percent over its size after the last snapshot.
 	// Default 100; negative disables.
@@ -60,15 +68,18 @@ type LoadReport struct {
 	Duration      time.Duration
 }
 
-// Durable is the standalone persistence of an Engine: it is the engine's
-// Journal, and it takes snapshots. Safe for concurrent use.
+// Durable is the standalone persistence of an Engine: it executes pipelines
+// on the engine and answers once they are as durable as the fsync policy
+// promises, it is the engine's Journal, and it takes snapshots. Safe for
+// concurrent use.
 type Durable struct {
-	e   *Engine
-	cfg DurableConfig
-	log *slog.Logger
+	e     *engine.Engine
+	cfg   DurableConfig
+	clock *clock.Clock
+	log   *slog.Logger
 
 	mu  sync.RWMutex // guards cur and gen against rotation
-	cur *persistence.Log
+	cur *Log
 	gen uint64
 
 	saveMu   sync.Mutex
@@ -85,7 +96,7 @@ type Durable struct {
 	load          LoadReport
 }
 
-var _ Journal = (*Durable)(nil)
+var _ engine.Journal = (*Durable)(nil)
 
 func logPath(dir string, gen uint64) string {
 	return filepath.Join(dir, logPrefix+strconv.FormatUint(gen, 10))
@@ -93,8 +104,9 @@ func logPath(dir string, gen uint64) string {
 
 // OpenDurable recovers the engine's state from Dir and attaches the log as
 // its journal. Corruption anywhere but a torn final record stops it with an
-// error naming the file and offset.
-func OpenDurable(e *Engine, cfg DurableConfig) (*Durable, error) {
+// error naming the file and offset. The engine must not be used directly
+// while the Durable is open.
+func OpenDurable(e *engine.Engine, cfg DurableConfig) (*Durable, error) {
 	if cfg.Dir == "" {
 		cfg.Dir = "."
 	}
@@ -104,6 +116,9 @@ func OpenDurable(e *Engine, cfg DurableConfig) (*Durable, error) {
 	if cfg.AutoRewriteMinSize <= 0 {
 		cfg.AutoRewriteMinSize = 64 << 20
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.New(nil)
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -111,7 +126,7 @@ func OpenDurable(e *Engine, cfg DurableConfig) (*Durable, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	d := &Durable{e: e, cfg: cfg, log: log}
+	d := &Durable{e: e, cfg: cfg, clock: cfg.Clock, log: log}
 	start := time.Now()
 	firstGen, pos, err := d.loadSnapshot()
 	if err != nil {
@@ -126,14 +141,16 @@ func OpenDurable(e *Engine, cfg DurableConfig) (*Durable, error) {
 			continue
 		}
 		path := logPath(cfg.Dir, g)
-		res, err := persistence.ReplayLog(path, func(rec []byte) error {
-			return e.Replay(rec, func(s int, seq uint64) bool {
+		res, err := ReplayLog(path, func(rec []byte) error {
+			now, err := e.Replay(rec, func(s int, seq uint64) bool {
 				if pos.Covers(s, seq) {
 					d.load.SkippedByCopy++
 					return true
 				}
 				return false
 			})
+			d.clock.Observe(now)
+			return err
 		})
 		if err != nil {
 			return nil, fmt.Errorf("replaying %s: %w", path, err)
@@ -154,18 +171,49 @@ func OpenDurable(e *Engine, cfg DurableConfig) (*Durable, error) {
 	d.gen = firstGen
 	if n := len(gens); n > 0 && gens[n-1] >= firstGen {
 		d.gen = gens[n-1]
-		d.cur, err = persistence.OpenLog(logPath(cfg.Dir, d.gen), persistence.LogConfig{Fsync: cfg.Fsync, Logger: log})
+		d.cur, err = OpenLog(logPath(cfg.Dir, d.gen), LogConfig{Fsync: cfg.Fsync, Logger: log})
 	} else {
-		d.cur, err = persistence.CreateLog(logPath(cfg.Dir, d.gen), persistence.LogConfig{Fsync: cfg.Fsync, Logger: log})
+		d.cur, err = CreateLog(logPath(cfg.Dir, d.gen), LogConfig{Fsync: cfg.Fsync, Logger: log})
 	}
 	if err != nil {
 		return nil, err
 	}
 	d.baseSize.Store(d.cur.Size())
 	d.load.Duration = time.Since(start)
-	e.SetJournal(d, cfg.Fsync == persistence.FsyncAlways)
+	e.SetJournal(d)
 	return d, nil
 }
+
+// Execute runs a pipeline on the engine at now. Under appendfsync always it
+// returns only once the pipeline's records are on disk; if they cannot be
+// made durable, the writes are answered ErrMisconf rather than claimed.
+// Reads and the other policies return as soon as the engine has answered.
+func (d *Durable) Execute(b *engine.Batch, now int64) {
+	d.e.Execute(b, now)
+	if d.cfg.Fsync != FsyncAlways {
+		return
+	}
+	if seq := b.JournalSeq(); seq > 0 {
+		if err := d.WaitDurable(seq); err != nil {
+			b.FailWrites(engine.ErrMisconf)
+		}
+	}
+}
+
+// Sweep frees expired records (see engine.Engine.Sweep).
+func (d *Durable) Sweep(now int64) { d.e.Sweep(now) }
+
+// Stats returns the engine's counters.
+func (d *Durable) Stats() engine.Stats { return d.e.Stats() }
+
+// Shards is the engine's shard count.
+func (d *Durable) Shards() int { return d.e.Shards() }
+
+// MaxMemory is the engine's memory limit, 0 for none.
+func (d *Durable) MaxMemory() int64 { return d.e.MaxMemory() }
+
+// SetMaxMemory changes the engine's memory limit.
+func (d *Durable) SetMaxMemory(n int64) { d.e.SetMaxMemory(n) }
 
 // Load reports what start-up recovered.
 func (d *Durable) Load() LoadReport { return d.load }
@@ -193,7 +241,7 @@ func (d *Durable) logGenerations() ([]uint64, error) {
 
 // snapshot meta: first log generation u64 | shard count uvarint | seq per
 // shard uvarint | key count uvarint.
-func encodeMeta(firstGen uint64, pos Positions, keys int) []byte {
+func encodeMeta(firstGen uint64, pos engine.Positions, keys int) []byte {
 	b := binary.LittleEndian.AppendUint64(nil, firstGen)
 	b = binary.AppendUvarint(b, uint64(len(pos)))
 	for _, p := range pos {
@@ -202,75 +250,68 @@ func encodeMeta(firstGen uint64, pos Positions, keys int) []byte {
 	return binary.AppendUvarint(b, uint64(keys))
 }
 
-func decodeMeta(b []byte) (uint64, Positions, int, error) {
+var errBadMeta = errors.New("malformed snapshot meta")
+
+func decodeMeta(b []byte) (uint64, engine.Positions, int, error) {
 	if len(b) < 8 {
-		return 0, nil, 0, errBadRecord
+		return 0, nil, 0, errBadMeta
 	}
-	r := reader{b: b[8:]}
-	n := r.uvarint()
-	if r.err != nil || n > uint64(len(b)) {
-		return 0, nil, 0, errBadRecord
+	firstGen := binary.LittleEndian.Uint64(b)
+	b = b[8:]
+	next := func() (uint64, bool) {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			return 0, false
+		}
+		b = b[n:]
+		return v, true
 	}
-	pos := make(Positions, n)
+	n, ok := next()
+	if !ok || n > uint64(len(b)) {
+		return 0, nil, 0, errBadMeta
+	}
+	pos := make(engine.Positions, n)
 	for i := range pos {
-		pos[i] = r.uvarint()
+		if pos[i], ok = next(); !ok {
+			return 0, nil, 0, errBadMeta
+		}
 	}
-	keys := r.uvarint()
-	if r.err != nil || keys > 1<<40 {
-		return 0, nil, 0, errBadRecord
+	keys, ok := next()
+	if !ok || keys > 1<<40 {
+		return 0, nil, 0, errBadMeta
 	}
-	return binary.LittleEndian.Uint64(b), pos, int(keys), nil
+	return firstGen, pos, int(keys), nil
 }
 
-// loadSnapshot restores the snapshot, if any, in chunks.
-func (d *Durable) loadSnapshot() (uint64, Positions, error) {
+// loadSnapshot restores the snapshot, if any.
+func (d *Durable) loadSnapshot() (uint64, engine.Positions, error) {
 	path := filepath.Join(d.cfg.Dir, snapshotFile)
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
 		return 1, nil, nil
 	}
-	f, err := os.Open(path)
 	if err != nil {
 		return 0, nil, err
 	}
-	hdr, err := persistence.ReadSnapshotHeader(f)
-	f.Close()
+	defer f.Close()
+	hdr, err := ReadSnapshotHeader(f)
 	if err != nil {
 		return 0, nil, fmt.Errorf("loading %s: %w", path, err)
 	}
 	firstGen, pos, keys, err := decodeMeta(hdr.Meta)
 	if err != nil {
-		return 0, nil, fmt.Errorf("loading %s: bad meta: %w", path, err)
+		return 0, nil, fmt.Errorf("loading %s: %w", path, err)
 	}
 	d.e.Reserve(keys)
-	const chunk = 8192
-	var recs []SnapshotRecord
-	var arena []byte
-	flush := func() error {
-		err := d.e.Restore(recs)
-		recs, arena = recs[:0], arena[:0]
-		return err
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return 0, nil, err
 	}
-	_, err = persistence.ReadSnapshotFile(path, func(r persistence.SnapshotRecord) error {
-		// The decoder reuses its buffers: copy into an arena that lives
-		// until the chunk is restored (Restore copies into the tables).
-		start := len(arena)
-		arena = append(arena, r.Key...)
-		arena = append(arena, r.Payload...)
-		recs = append(recs, SnapshotRecord{Kind: r.Kind, ExpireAt: r.ExpireAt,
-			Key: arena[start : start+len(r.Key)], Payload: arena[start+len(r.Key) : len(arena)]})
-		d.load.SnapshotKeys++
-		if len(recs) == chunk {
-			return flush()
-		}
-		return nil
-	})
-	if err == nil {
-		err = flush()
-	}
+	hdr, n, err := LoadSnapshot(f, d.e)
+	d.load.SnapshotKeys = n
 	if err != nil {
 		return 0, nil, fmt.Errorf("loading %s: %w", path, err)
 	}
-	d.e.clock.Observe(hdr.LastNow)
+	d.clock.Observe(hdr.LastNow)
 	return firstGen, pos, nil
 }
 
@@ -322,11 +363,9 @@ func (d *Durable) maybeRewrite() {
 	d.BackgroundSave()
 }
 
-// A snapshot encodes snapshotYieldEvery records, then sleeps snapshotYield.
-const (
-	snapshotYieldEvery = 1024
-	snapshotYield      = 200 * time.Microsecond
-)
+// pauseBriefly lets the scheduler poll the network and run the
+// connections between chunks of a standalone snapshot's encoding.
+func pauseBriefly() { time.Sleep(200 * time.Microsecond) }
 
 // ErrSaveInProgress: a snapshot is already being taken.
 var ErrSaveInProgress = errors.New("Background save already in progress")
@@ -377,7 +416,7 @@ func (d *Durable) save() (err error) {
 		d.saves.Add(1)
 	}()
 	newGen := d.gen + 1
-	next, err := persistence.CreateLog(logPath(d.cfg.Dir, newGen), persistence.LogConfig{Fsync: d.cfg.Fsync, Logger: d.log})
+	next, err := CreateLog(logPath(d.cfg.Dir, newGen), LogConfig{Fsync: d.cfg.Fsync, Logger: d.log})
 	if err != nil {
 		return err
 	}
@@ -389,33 +428,21 @@ func (d *Durable) save() (err error) {
 		d.log.Error("closing the previous log generation", "err", err)
 	}
 	rotated := time.Now()
-	shards := d.e.Snapshot()
+	// The copies leave out what has expired at the time they record.
+	lastNow := d.clock.Now()
+	shards := d.e.Snapshot(lastNow)
 	copied := time.Now()
-	pos := make(Positions, len(shards))
+	pos := make(engine.Positions, len(shards))
 	keys := 0
 	for _, s := range shards {
 		pos[s.Shard] = s.Seq
 		keys += s.Count
 	}
-	hdr := persistence.SnapshotHeader{LastNow: d.e.clock.Now(), CreatedAt: time.Now().UnixNano(), Meta: encodeMeta(newGen, pos, keys)}
-	written := 0
-	_, err = persistence.WriteSnapshotFile(filepath.Join(d.cfg.Dir, snapshotFile), hdr, func(enc *persistence.SnapshotEncoder) error {
-		for i := range shards {
-			err := shards[i].Each(func(r SnapshotRecord) error {
-				// The encoder is background work: it must not starve the
-				// connections on a busy core. Pausing briefly every few
-				// thousand records lets the scheduler poll the network and
-				// run them.
-				if written++; written%snapshotYieldEvery == 0 {
-					time.Sleep(snapshotYield)
-				}
-				return enc.Add(persistence.SnapshotRecord{Kind: r.Kind, ExpireAt: r.ExpireAt, Key: r.Key, Payload: r.Payload})
-			})
-			if err != nil {
-				return err
-			}
-		}
-		return nil
+	hdr := SnapshotHeader{LastNow: lastNow, CreatedAt: time.Now().UnixNano(), Meta: encodeMeta(newGen, pos, keys)}
+	_, err = WriteSnapshotFile(filepath.Join(d.cfg.Dir, snapshotFile), hdr, func(enc *SnapshotEncoder) error {
+		// The encoder is background work: it must not starve the
+		// connections on a busy core.
+		return EncodeShards(enc, shards, pauseBriefly)
 	})
 	if err != nil {
 		return err

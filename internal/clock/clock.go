@@ -1,4 +1,10 @@
-package engine
+// Package clock is Sluice's one source of "now": a clock that never runs
+// backwards and that tests can freeze and move by hand (DEBUG CLOCK). The
+// engine reads no clock; the server stamps each pipeline from one of these,
+// and persistence and replication carry the time they restore or apply
+// forward into it, so no later reading falls behind a time already used.
+// A Clock is safe for concurrent use.
+package clock
 
 import (
 	"errors"
@@ -21,12 +27,17 @@ type Clock struct {
 	wall   func() int64
 }
 
-// ErrClockBackwards: DEBUG CLOCK SET may not move time behind a now that a
-// decision has already used.
-var ErrClockBackwards = errors.New("the clock cannot go backwards")
+// Errors from moving the clock by hand.
+var (
+	// ErrBackwards: DEBUG CLOCK SET may not move time behind a now that a
+	// decision has already used.
+	ErrBackwards = errors.New("the clock cannot go backwards")
+	// ErrTooFar: the clock may not pass Max.
+	ErrTooFar = errors.New("invalid expire time")
+)
 
-// NewClock returns a clock reading wall (nil means the system clock).
-func NewClock(wall func() int64) *Clock {
+// New returns a clock reading wall (nil means the system clock).
+func New(wall func() int64) *Clock {
 	if wall == nil {
 		wall = func() int64 { return time.Now().UnixNano() }
 	}
@@ -62,7 +73,7 @@ func (c *Clock) Set(t int64) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if t < c.last {
-		return ErrClockBackwards
+		return ErrBackwards
 	}
 	c.manual, c.fixed = true, t
 	return nil
@@ -71,7 +82,7 @@ func (c *Clock) Set(t int64) error {
 // Advance moves the clock forward by d, freezing it if it was running.
 func (c *Clock) Advance(d int64) error {
 	if d < 0 {
-		return ErrClockBackwards
+		return ErrBackwards
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -79,8 +90,8 @@ func (c *Clock) Advance(d int64) error {
 	if !c.manual {
 		base = max(c.wall(), c.last)
 	}
-	if base > MaxTime-d {
-		return ErrExpireTime
+	if base > Max-d {
+		return ErrTooFar
 	}
 	c.manual, c.fixed = true, base+d
 	return nil
@@ -101,5 +112,6 @@ func (c *Clock) Manual() bool {
 	return c.manual
 }
 
-// MaxTime bounds timestamps so that adding ratelimit.MaxDuration never overflows.
-const MaxTime = 1<<63 - 1 - ratelimit.MaxDuration
+// Max bounds timestamps so that adding ratelimit.MaxDuration, the longest
+// period or window, never overflows.
+const Max = 1<<63 - 1 - ratelimit.MaxDuration

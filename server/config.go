@@ -1,0 +1,123 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/tidwall/match"
+)
+
+// CONFIG GET, SET and RESETSTAT.
+
+// cmdConfig: CONFIG GET pattern..., CONFIG SET param value, CONFIG RESETSTAT.
+// The settable subset is maxmemory, maxclients and requirepass; the rest
+// is read-only and documented as such.
+func cmdConfig(s *Server, c *client, args [][]byte) {
+	sub := strings.ToLower(string(args[1]))
+	switch {
+	case sub == "get" && len(args) >= 3:
+		all := s.configValues()
+		var keys []string
+		for k := range all {
+			for _, p := range args[2:] {
+				if match.Match(k, strings.ToLower(string(p))) {
+					keys = append(keys, k)
+					break
+				}
+			}
+		}
+		sort.Strings(keys)
+		c.writeArray(2 * len(keys))
+		for _, k := range keys {
+			c.writeBulkString(k)
+			c.writeBulkString(all[k])
+		}
+	case sub == "set" && len(args) >= 4 && len(args)%2 == 0:
+		for i := 2; i < len(args); i += 2 {
+			if err := s.configSet(strings.ToLower(string(args[i])), string(args[i+1])); err != nil {
+				c.writeError(fmt.Errorf("CONFIG SET failed (possibly related to argument '%s') - %w", args[i], err))
+				return
+			}
+		}
+		c.writeOK()
+	case sub == "resetstat" && len(args) == 2:
+		c.writeOK()
+	default:
+		c.writeError(fmt.Errorf("unknown subcommand or wrong number of arguments for '%s'. Try CONFIG HELP.", args[1]))
+	}
+}
+
+func (s *Server) configValues() map[string]string {
+	v := map[string]string{
+		"maxmemory":        strconv.FormatInt(s.backend.MaxMemory(), 10),
+		"maxmemory-policy": "noeviction",
+		"maxclients":       strconv.FormatInt(s.maxClients.Load(), 10),
+		"requirepass":      *s.requirePass.Load(),
+		"databases":        "1",
+		"save":             "",
+		"appendonly":       map[bool]string{true: "yes", false: "no"}[s.cfg.Persistence != nil],
+		"shards":           strconv.Itoa(s.backend.Shards()),
+	}
+	if s.cfg.Settings != nil {
+		for k, val := range s.cfg.Settings() {
+			if _, ok := v[k]; !ok {
+				v[k] = val
+			}
+		}
+	}
+	return v
+}
+
+var errReadOnlyConfig = errors.New("parameter cannot be changed at run time")
+
+func (s *Server) configSet(name, value string) error {
+	switch name {
+	case "maxmemory":
+		n, err := ParseMemory(value)
+		if err != nil {
+			return err
+		}
+		s.backend.SetMaxMemory(n)
+	case "maxclients":
+		n, err := strconv.ParseInt(value, 10, 64)
+		if err != nil || n < 1 {
+			return errors.New("argument must be a positive integer")
+		}
+		s.maxClients.Store(n)
+	case "requirepass":
+		s.requirePass.Store(&value)
+	case "maxmemory-policy":
+		if value != "noeviction" {
+			return errors.New("only noeviction is supported: live limiter state is never evicted")
+		}
+	default:
+		if _, ok := s.configValues()[name]; ok {
+			return errReadOnlyConfig
+		}
+		return errors.New("Unknown option or number of arguments for CONFIG SET")
+	}
+	return nil
+}
+
+// ParseMemory reads a Redis memory size: 1024, 100kb, 512mb, 2gb, 1k ...
+func ParseMemory(v string) (int64, error) {
+	s := strings.ToLower(strings.TrimSpace(v))
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"kb", 1 << 10}, {"mb", 1 << 20}, {"gb", 1 << 30}, {"k", 1000}, {"m", 1000 * 1000}, {"g", 1000 * 1000 * 1000}, {"b", 1}} {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSuffix(s, u.suffix), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("invalid memory size '%s'", v)
+	}
+	return n * mult, nil
+}

@@ -1,0 +1,233 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// Connection commands: PING, ECHO, QUIT, SELECT, AUTH, HELLO, CLIENT.
+
+func cmdPing(s *Server, c *client, args [][]byte) {
+	switch len(args) {
+	case 1:
+		c.writeStatus("PONG")
+	case 2:
+		c.writeBulk(args[1])
+	default:
+		c.writeError(fmt.Errorf("wrong number of arguments for 'ping' command"))
+	}
+}
+
+func cmdEcho(s *Server, c *client, args [][]byte) { c.writeBulk(args[1]) }
+
+func cmdQuit(s *Server, c *client, args [][]byte) {
+	c.writeOK()
+	c.quit = true
+}
+
+func cmdSelect(s *Server, c *client, args [][]byte) {
+	n, err := engine.ParseInt64(args[1])
+	switch {
+	case err != nil:
+		c.writeError(engine.ErrNotInteger)
+	case n != 0:
+		c.writeError(errDB)
+	default:
+		c.writeOK()
+	}
+}
+
+// checkPassword compares in constant time is not needed for a shared
+// secret checked once per connection, but the comparison must not leak
+// the password into logs or replies.
+func (s *Server) checkPassword(user, pass string) error {
+	want := *s.requirePass.Load()
+	if want == "" {
+		return errNoPass
+	}
+	if (user != "" && user != "default") || pass != want {
+		return errBadPass
+	}
+	return nil
+}
+
+func cmdAuth(s *Server, c *client, args [][]byte) {
+	var user, pass string
+	switch len(args) {
+	case 2:
+		pass = string(args[1])
+	case 3:
+		user, pass = string(args[1]), string(args[2])
+	default:
+		c.writeError(errSyntax)
+		return
+	}
+	if err := s.checkPassword(user, pass); err != nil {
+		c.writeError(err)
+		return
+	}
+	c.authed = true
+	c.writeOK()
+}
+
+// cmdHello: HELLO [protover [AUTH username password] [SETNAME name]].
+// Sluice speaks RESP2 only; HELLO 3 answers NOPROTO, on which clients fall
+// back to RESP2.
+func cmdHello(s *Server, c *client, args [][]byte) {
+	if len(args) >= 2 {
+		v, err := engine.ParseInt64(args[1])
+		if err != nil {
+			c.writeError(errors.New("Protocol version is not an integer or out of range"))
+			return
+		}
+		if v != 2 {
+			c.writeError(errNoProto)
+			return
+		}
+	}
+	var setName []byte
+	authed := c.authed
+	for i := 2; i < len(args); i++ {
+		switch {
+		case isWord(args[i], "auth") && i+2 < len(args):
+			if err := s.checkPassword(string(args[i+1]), string(args[i+2])); err != nil {
+				c.writeError(err)
+				return
+			}
+			authed = true
+			i += 2
+		case isWord(args[i], "setname") && i+1 < len(args):
+			setName = args[i+1]
+			i++
+		default:
+			c.writeError(fmt.Errorf("syntax error in HELLO option '%s'", args[i]))
+			return
+		}
+	}
+	if !authed {
+		c.writeError(errNoAuth)
+		return
+	}
+	c.authed = true
+	if setName != nil {
+		if err := validName(setName); err != nil {
+			c.writeError(err)
+			return
+		}
+		c.mu.Lock()
+		c.name = string(setName)
+		c.mu.Unlock()
+	}
+	c.writeArray(14)
+	c.writeBulkString("server")
+	c.writeBulkString("sluice")
+	c.writeBulkString("version")
+	c.writeBulkString(s.cfg.Version)
+	c.writeBulkString("proto")
+	c.writeInt(2)
+	c.writeBulkString("id")
+	c.writeInt(c.id)
+	c.writeBulkString("mode")
+	c.writeBulkString(s.mode())
+	c.writeBulkString("role")
+	c.writeBulkString(s.role())
+	c.writeBulkString("modules")
+	c.writeArray(0)
+}
+
+func (s *Server) mode() string {
+	if _, ok := s.clustered(); ok {
+		return "cluster"
+	}
+	return "standalone"
+}
+
+func (s *Server) role() string {
+	if cl, ok := s.clustered(); ok && !cl.ClusterView().Self.Leader {
+		return "replica"
+	}
+	return "master"
+}
+
+func validName(b []byte) error {
+	for _, ch := range b {
+		if ch <= ' ' || ch > '~' {
+			return errors.New("Client names cannot contain spaces, newlines or special characters.")
+		}
+	}
+	return nil
+}
+
+func cmdClient(s *Server, c *client, args [][]byte) {
+	sub := strings.ToLower(string(args[1]))
+	switch {
+	case sub == "setname" && len(args) == 3:
+		if err := validName(args[2]); err != nil {
+			c.writeError(err)
+			return
+		}
+		c.mu.Lock()
+		c.name = string(args[2])
+		c.mu.Unlock()
+		c.writeOK()
+	case sub == "getname" && len(args) == 2:
+		c.mu.Lock()
+		name := c.name
+		c.mu.Unlock()
+		if name == "" {
+			c.writeNil()
+		} else {
+			c.writeBulkString(name)
+		}
+	case sub == "id" && len(args) == 2:
+		c.writeInt(c.id)
+	case sub == "setinfo" && len(args) == 4:
+		attr := strings.ToLower(string(args[2]))
+		if attr != "lib-name" && attr != "lib-ver" {
+			c.writeError(fmt.Errorf("Unrecognized option '%s'", args[2]))
+			return
+		}
+		if err := validName(args[3]); err != nil {
+			c.writeError(err)
+			return
+		}
+		c.mu.Lock()
+		if attr == "lib-name" {
+			c.libName = string(args[3])
+		} else {
+			c.libVer = string(args[3])
+		}
+		c.mu.Unlock()
+		c.writeOK()
+	case sub == "list" && len(args) == 2:
+		s.mu.Lock()
+		list := make([]*client, 0, len(s.clients))
+		for _, cl := range s.clients {
+			list = append(list, cl)
+		}
+		s.mu.Unlock()
+		sort.Slice(list, func(i, j int) bool { return list[i].id < list[j].id })
+		var b strings.Builder
+		for _, cl := range list {
+			b.WriteString(cl.describe())
+			b.WriteByte('\n')
+		}
+		c.writeBulkString(b.String())
+	case sub == "info" && len(args) == 2:
+		c.writeBulkString(c.describe() + "\n")
+	default:
+		c.writeError(fmt.Errorf("unknown subcommand or wrong number of arguments for '%s'. Try CLIENT HELP.", args[1]))
+	}
+}
+
+func (c *client) describe() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return fmt.Sprintf("id=%d addr=%s laddr=%s name=%s age=%d db=0 cmd=%s lib-name=%s lib-ver=%s",
+		c.id, c.addr, c.nc.LocalAddr(), c.name, int(time.Since(c.created).Seconds()), c.lastCmd, c.libName, c.libVer)
+}

@@ -1,0 +1,252 @@
+package server
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Introspection: COMMAND (from the command table), INFO, DBSIZE, TIME.
+
+// cmdCommand: COMMAND, COMMAND COUNT, COMMAND INFO name..., COMMAND DOCS
+// [name...], COMMAND LIST. Everything comes from the command table.
+func cmdCommand(s *Server, c *client, args [][]byte) {
+	if len(args) == 1 {
+		list := sortedCommands()
+		c.writeArray(len(list))
+		for _, cmd := range list {
+			c.writeCommandInfo(cmd)
+		}
+		return
+	}
+	sub := strings.ToLower(string(args[1]))
+	switch sub {
+	case "count":
+		c.writeInt(int64(len(commands)))
+	case "list":
+		list := sortedCommands()
+		c.writeArray(len(list))
+		for _, cmd := range list {
+			c.writeBulkString(cmd.name)
+		}
+	case "info":
+		names := args[2:]
+		if len(names) == 0 {
+			list := sortedCommands()
+			c.writeArray(len(list))
+			for _, cmd := range list {
+				c.writeCommandInfo(cmd)
+			}
+			return
+		}
+		c.writeArray(len(names))
+		for _, n := range names {
+			if cmd := commands[strings.ToLower(string(n))]; cmd != nil {
+				c.writeCommandInfo(cmd)
+			} else {
+				c.out = append(c.out, "*-1\r\n"...)
+			}
+		}
+	case "docs":
+		var list []*command
+		if len(args) == 2 {
+			list = sortedCommands()
+		} else {
+			for _, n := range args[2:] {
+				if cmd := commands[strings.ToLower(string(n))]; cmd != nil {
+					list = append(list, cmd)
+				}
+			}
+		}
+		c.writeArray(2 * len(list))
+		for _, cmd := range list {
+			c.writeBulkString(cmd.name)
+			c.writeCommandDocs(cmd)
+		}
+	default:
+		c.writeError(fmt.Errorf("unknown subcommand '%s'. Try COMMAND HELP.", args[1]))
+	}
+}
+
+// writeCommandInfo writes the 10-element reply Redis 7 gives per command.
+func (c *client) writeCommandInfo(cmd *command) {
+	c.writeArray(10)
+	c.writeBulkString(cmd.name)
+	c.writeInt(int64(cmd.arity))
+	var flags []string
+	for _, f := range flagNames {
+		if cmd.flags&f.f != 0 {
+			flags = append(flags, f.name)
+		}
+	}
+	c.writeArray(len(flags))
+	for _, f := range flags {
+		c.writeStatus(f)
+	}
+	c.writeInt(int64(cmd.firstKey))
+	c.writeInt(int64(cmd.lastKey))
+	c.writeInt(int64(cmd.step))
+	c.writeArray(1)
+	c.writeStatus("@" + cmd.group)
+	c.writeArray(0) // tips
+	c.writeArray(0) // key specs
+	c.writeArray(0) // subcommands
+}
+
+func (c *client) writeCommandDocs(cmd *command) {
+	c.writeArray(10)
+	c.writeBulkString("summary")
+	c.writeBulkString(cmd.summary)
+	c.writeBulkString("since")
+	c.writeBulkString(cmd.since)
+	c.writeBulkString("group")
+	c.writeBulkString(cmd.group)
+	c.writeBulkString("complexity")
+	c.writeBulkString("O(1)")
+	c.writeBulkString("arguments")
+	c.writeArray(len(cmd.args))
+	for _, a := range cmd.args {
+		var flags []string
+		if a.optional {
+			flags = append(flags, "optional")
+		}
+		if a.multiple {
+			flags = append(flags, "multiple")
+		}
+		n := 4
+		if a.typ == "pure-token" {
+			n += 2
+		}
+		if len(flags) > 0 {
+			n += 2
+		}
+		c.writeArray(n)
+		c.writeBulkString("name")
+		c.writeBulkString(strings.ToLower(strings.Fields(a.name)[0]))
+		c.writeBulkString("type")
+		typ := a.typ
+		if strings.Contains(a.name, " ") && typ != "pure-token" {
+			typ = "string"
+		}
+		c.writeBulkString(typ)
+		if a.typ == "pure-token" {
+			c.writeBulkString("token")
+			c.writeBulkString(a.name)
+		}
+		if len(flags) > 0 {
+			c.writeBulkString("flags")
+			c.writeArray(len(flags))
+			for _, f := range flags {
+				c.writeStatus(f)
+			}
+		}
+	}
+}
+
+// cmdInfo: INFO [section ...] with server, clients, memory, stats, keyspace.
+func cmdInfo(s *Server, c *client, args [][]byte) {
+	want := map[string]bool{}
+	for _, a := range args[1:] {
+		want[strings.ToLower(string(a))] = true
+	}
+	all := len(want) == 0 || want["all"] || want["everything"] || want["default"]
+	st := s.backend.Stats()
+	var b strings.Builder
+	section := func(name string, lines ...string) {
+		if !all && !want[name] {
+			return
+		}
+		if b.Len() > 0 {
+			b.WriteString("\r\n")
+		}
+		b.WriteString("# " + strings.ToUpper(name[:1]) + name[1:] + "\r\n")
+		for _, l := range lines {
+			b.WriteString(l + "\r\n")
+		}
+	}
+	uptime := time.Since(s.started)
+	section("server",
+		"sluice_version:"+s.cfg.Version,
+		"redis_version:7.2.0",
+		"redis_mode:"+s.mode(),
+		"os:"+runtime.GOOS+" "+runtime.GOARCH,
+		"go_version:"+runtime.Version(),
+		"process_id:"+strconv.Itoa(os.Getpid()),
+		"shards:"+strconv.Itoa(s.backend.Shards()),
+		"uptime_in_seconds:"+strconv.Itoa(int(uptime.Seconds())),
+		"uptime_in_days:"+strconv.Itoa(int(uptime.Hours()/24)),
+		"clock_manual:"+strconv.FormatBool(s.clock.Manual()),
+	)
+	section("clients",
+		"connected_clients:"+strconv.Itoa(s.ConnectedClients()),
+		"maxclients:"+strconv.FormatInt(s.maxClients.Load(), 10),
+	)
+	perKey := "0"
+	if st.Keys > 0 {
+		perKey = strconv.FormatFloat(float64(st.Memory)/float64(st.Keys), 'f', 1, 64)
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	section("memory",
+		"used_memory:"+strconv.FormatInt(st.Memory, 10),
+		"used_memory_human:"+humanBytes(st.Memory),
+		"used_memory_per_key:"+perKey,
+		"used_memory_heap:"+strconv.FormatUint(ms.HeapAlloc, 10),
+		"used_memory_rss_estimate:"+strconv.FormatUint(ms.Sys, 10),
+		"maxmemory:"+strconv.FormatInt(s.backend.MaxMemory(), 10),
+		"maxmemory_human:"+humanBytes(s.backend.MaxMemory()),
+		"maxmemory_policy:noeviction",
+		"gc_cycles:"+strconv.FormatUint(uint64(ms.NumGC), 10),
+	)
+	section("stats",
+		"total_connections_received:"+strconv.FormatInt(s.connections.Load(), 10),
+		"rejected_connections:"+strconv.FormatInt(s.rejected.Load(), 10),
+		"total_commands_processed:"+strconv.FormatInt(s.commandsN.Load(), 10),
+		"decisions_allowed:"+strconv.FormatInt(st.Allowed, 10),
+		"decisions_limited:"+strconv.FormatInt(st.Limited, 10),
+		"expired_keys:"+strconv.FormatInt(st.Swept, 10),
+		"keys_swept:"+strconv.FormatInt(st.Swept, 10),
+		"evicted_keys:0",
+	)
+	section("replication", s.replicationLines()...)
+	clusterEnabled := "0"
+	if _, ok := s.clustered(); ok {
+		clusterEnabled = "1"
+	}
+	section("cluster", "cluster_enabled:"+clusterEnabled)
+	persistence := []string{"aof_enabled:0"}
+	if s.cfg.Persistence != nil {
+		persistence = s.cfg.Persistence.InfoLines()
+	}
+	section("persistence", persistence...)
+	keyspace := []string{}
+	if st.Keys > 0 {
+		keyspace = append(keyspace, "db0:keys="+strconv.FormatInt(st.Keys, 10)+",expires=0,avg_ttl=0")
+	}
+	section("keyspace", keyspace...)
+	c.writeBulkString(b.String())
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return strconv.FormatFloat(float64(n)/(1<<30), 'f', 2, 64) + "G"
+	case n >= 1<<20:
+		return strconv.FormatFloat(float64(n)/(1<<20), 'f', 2, 64) + "M"
+	case n >= 1<<10:
+		return strconv.FormatFloat(float64(n)/(1<<10), 'f', 2, 64) + "K"
+	}
+	return strconv.FormatInt(n, 10) + "B"
+}
+
+func cmdDBSize(s *Server, c *client, args [][]byte) { c.writeInt(s.backend.Stats().Keys) }
+
+func cmdTime(s *Server, c *client, args [][]byte) {
+	now := s.clock.Now()
+	c.writeArray(2)
+	c.writeBulkString(strconv.FormatInt(now/1e9, 10))
+	c.writeBulkString(strconv.FormatInt(now%1e9/1e3, 10))
+}

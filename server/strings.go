@@ -1,0 +1,72 @@
+package server
+
+import (
+	"errors"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// Parsers of the string commands.
+
+func parseIncr(sign int64, byArg bool) func(*engine.Command, [][]byte) error {
+	return func(c *engine.Command, args [][]byte) error {
+		c.Key, c.N[0] = args[1], sign
+		if !byArg {
+			return nil
+		}
+		n, err := engine.ParseInt64(args[2])
+		if err != nil {
+			return engine.ErrNotInteger
+		}
+		if sign < 0 {
+			if n == -1<<63 {
+				return engine.ErrOverflow
+			}
+			n = -n
+		}
+		c.N[0] = n
+		return nil
+	}
+}
+
+// parseSet: SET key value [NX|XX] [GET] [EX s|PX ms|EXAT ts|PXAT ts|KEEPTTL]
+func parseSet(c *engine.Command, args [][]byte) error {
+	c.Key, c.Value = args[1], args[2]
+	expirySet := false
+	for i := 3; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case isWord(a, "nx") && c.Flags&engine.FlagXX == 0:
+			c.Flags |= engine.FlagNX
+		case isWord(a, "xx") && c.Flags&engine.FlagNX == 0:
+			c.Flags |= engine.FlagXX
+		case isWord(a, "get"):
+			c.Flags |= engine.FlagGet
+		case isWord(a, "keepttl") && !expirySet:
+			c.Flags |= engine.FlagKeepTTL
+			expirySet = true
+		case (isWord(a, "ex") || isWord(a, "px") || isWord(a, "exat") || isWord(a, "pxat")) && !expirySet && i+1 < len(args):
+			unit := unitSeconds
+			if a[0] == 'p' || a[0] == 'P' {
+				unit = unitMillis
+			}
+			relative := len(a) == 2
+			n, err := scaleTime(args[i+1], unit, relative, "set")
+			if err != nil {
+				return err
+			}
+			if !relative && n <= 0 {
+				return errors.New("invalid expire time in 'set' command")
+			}
+			c.N[0] = n
+			if relative {
+				c.Flags |= engine.FlagRelative
+			}
+			expirySet = true
+			i++
+		default:
+			return errSyntax
+		}
+	}
+	return nil
+}
