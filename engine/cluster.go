@@ -8,14 +8,17 @@ import (
 // Errors of cluster mode live here, so that the server can match them
 // without importing replication.
 
-// MovedError redirects a client to the leader, in the form Redis Cluster
-// clients follow (-MOVED <slot> <host:port>).
+// MovedError redirects a client to the leader of the key's slot; the
+// server sends it in the form Redis Cluster clients follow
+// (-MOVED <slot> <host:port>).
 type MovedError struct {
 	Slot int
 	Addr string
 }
 
-func (m *MovedError) Error() string { return "MOVED " + strconv.Itoa(m.Slot) + " " + m.Addr }
+func (m *MovedError) Error() string {
+	return "slot " + strconv.Itoa(m.Slot) + " is served at " + m.Addr
+}
 
 var (
 	// ErrOutcomeUnknown: leadership was lost after the batch was proposed
@@ -23,9 +26,9 @@ var (
 	// a redirect here would invite a retry that charges twice.
 	ErrOutcomeUnknown = errors.New("outcome unknown: leadership lost before commit; do not retry blindly")
 	// ErrTryAgain: no leader is known yet (an election is running).
-	ErrTryAgain = errors.New("TRYAGAIN no leader is elected yet; retry shortly")
+	ErrTryAgain = errors.New("no leader is elected yet; retry shortly")
 	// ErrClusterDown: no leader for longer than an election should take.
-	ErrClusterDown = errors.New("CLUSTERDOWN the cluster has no quorum")
+	ErrClusterDown = errors.New("the cluster has no quorum")
 )
 
 // NodeInfo describes one member of a replication group.

@@ -96,10 +96,11 @@ func decReply(d ratelimit.Decision, f Flags) Reply {
 	return Reply{Kind: ReplyDecision, Dec: d, MS: f&FlagMS != 0}
 }
 
-// Errors the engine returns. The server maps them to RESP error text.
+// Errors the engine returns. They carry no RESP error codes: the server's
+// errors.go alone turns them into Redis's error text.
 var (
-	ErrWrongType = errors.New("WRONGTYPE Operation against a key holding the wrong kind of value")
-	ErrOOM       = errors.New("OOM command not allowed when used memory > 'maxmemory'.")
+	ErrWrongType = errors.New("operation against a key holding the wrong kind of value")
+	ErrOOM       = errors.New("command not allowed when used memory > 'maxmemory'")
 	ErrOverflow  = errors.New("increment or decrement would overflow")
 	// ErrLimiterExpiry: a limiter's expiry is its reset time, derived from
 	// its state; letting EXPIRE move it would hand out or withhold quota.

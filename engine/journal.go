@@ -45,7 +45,7 @@ func (p Positions) Covers(shardIdx int, seq uint64) bool {
 
 // ErrMisconf refuses writes while the journal cannot persist them, as Redis
 // does when it cannot write its append-only file.
-var ErrMisconf = errors.New("MISCONF Errors writing to the append-only file; writes are refused until it succeeds again (see INFO persistence)")
+var ErrMisconf = errors.New("errors writing to the append-only file; writes are refused until it succeeds again (see INFO persistence)")
 
 // Record layout (version 1), one per shard part of a batch:
 //

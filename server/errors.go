@@ -2,19 +2,19 @@ package server
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/shard"
 )
 
-// Errors raised while reading arguments. Each wraps the argument's name and
-// value so the client learns exactly what was wrong.
+// The server's own errors. Those that Redis sends with their own error code
+// get their whole text in errorText; the rest are sent as ERR <message>.
 var (
 	errSyntax  = errors.New("syntax error")
-	errNoAuth  = errors.New("NOAUTH Authentication required.")
-	errNoProto = errors.New("NOPROTO unsupported protocol version")
-	errBadPass = errors.New("WRONGPASS invalid username-password pair or user is disabled.")
+	errNoAuth  = errors.New("authentication required")
+	errNoProto = errors.New("unsupported protocol version")
+	errBadPass = errors.New("invalid username-password pair or user is disabled")
 	errNoPass  = errors.New("AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
 	errDB      = errors.New("DB index is out of range")
 	errDebug   = errors.New("DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.")
@@ -43,23 +43,32 @@ func badArg(name string, value []byte, err error) error {
 }
 
 // errorText is the one place that turns a Go error into RESP error text.
-// Errors that already carry a Redis error code (WRONGTYPE, OOM, NOAUTH...)
-// keep it; everything else is an ERR.
+// Errors that Redis sends with their own code (MOVED, WRONGTYPE, OOM,
+// NOAUTH...) get Redis's exact wording; everything else is ERR and the
+// error's message.
 func errorText(err error) string {
 	var moved *engine.MovedError
 	switch {
 	case errors.As(err, &moved):
-		return moved.Error()
-	case errors.Is(err, engine.ErrWrongType), errors.Is(err, engine.ErrOOM), errors.Is(err, engine.ErrMisconf),
-		errors.Is(err, engine.ErrTryAgain), errors.Is(err, engine.ErrClusterDown),
-		errors.Is(err, errNoAuth), errors.Is(err, errNoProto), errors.Is(err, errBadPass):
-		return err.Error()
-	case errors.Is(err, shard.ErrTooLarge), errors.Is(err, shard.ErrFull):
-		return "ERR " + err.Error()
+		return "MOVED " + strconv.Itoa(moved.Slot) + " " + moved.Addr
+	case errors.Is(err, engine.ErrWrongType):
+		return "WRONGTYPE Operation against a key holding the wrong kind of value"
+	case errors.Is(err, engine.ErrOOM):
+		return "OOM command not allowed when used memory > 'maxmemory'."
+	case errors.Is(err, engine.ErrMisconf):
+		return "MISCONF Errors writing to the append-only file; writes are refused until it succeeds again (see INFO persistence)"
+	case errors.Is(err, engine.ErrTryAgain):
+		return "TRYAGAIN no leader is elected yet; retry shortly"
+	case errors.Is(err, engine.ErrClusterDown):
+		return "CLUSTERDOWN the cluster has no quorum"
+	case errors.Is(err, errNoAuth):
+		return "NOAUTH Authentication required."
+	case errors.Is(err, errNoProto):
+		return "NOPROTO unsupported protocol version"
+	case errors.Is(err, errBadPass):
+		return "WRONGPASS invalid username-password pair or user is disabled."
 	}
-	msg := err.Error()
 	// Redis never puts a newline in an error line; a value echoed into a
 	// message must not break the protocol.
-	msg = strings.NewReplacer("\r", " ", "\n", " ").Replace(msg)
-	return "ERR " + msg
+	return "ERR " + strings.NewReplacer("\r", " ", "\n", " ").Replace(err.Error())
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/clock"
+	"github.com/tidwall/redcon"
 )
 
 // The server declares what it needs from the backend it serves, in small
@@ -255,7 +256,7 @@ func (s *Server) accept(nc net.Conn) {
 	s.connections.Add(1)
 	if int64(len(s.clients)) >= s.maxClients.Load() {
 		s.rejected.Add(1)
-		nc.Write([]byte("-ERR " + errMaxClt.Error() + "\r\n"))
+		nc.Write(redcon.AppendError(nil, errorText(errMaxClt)))
 		nc.Close()
 		return
 	}
