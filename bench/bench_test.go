@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/tidwall/redcon"
+
+	"github.com/sluicehq/sluice/internal/sluicetest"
 )
 
 // fakeSluiceEnv makes the test binary act as a stand-in sluice-server (see
@@ -30,11 +32,7 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(fakeSluiceEnv); mode != "" {
 		os.Exit(fakeSluice(mode, os.Args[1:]))
 	}
-	code := m.Run()
-	for _, dir := range builtDirs {
-		os.RemoveAll(dir)
-	}
-	os.Exit(code)
+	sluicetest.Main(m)
 }
 
 // fakeSluice listens where --bind/--port say, logs the ready line as the

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/faultproxy"
 )
 
 // The lagging-replica experiment: a client whose window has just rolled
@@ -105,7 +107,7 @@ func runRedisLag(ctx context.Context, env *expEnv, res *lagResult) error {
 	if err != nil {
 		return fmt.Errorf("primary: %w", err)
 	}
-	proxy, err := startDelayProxy(primarySrv.Addr, delayReplies)
+	proxy, err := faultproxy.New(primarySrv.Addr)
 	if err != nil {
 		return err
 	}
@@ -124,7 +126,7 @@ func runRedisLag(ctx context.Context, env *expEnv, res *lagResult) error {
 	}
 	rng := rand.New(rand.NewPCG(env.cfg.Seed, 4))
 	for _, lag := range res.Lags {
-		proxy.SetLag(lag)
+		proxy.SetDelay(faultproxy.Replies, lag)
 		measured, err := measureReplicationLag(ctx, primary, replica)
 		if err != nil {
 			return err

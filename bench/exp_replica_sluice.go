@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/faultproxy"
 )
 
 // The Sluice half of the lagging-replica experiment: a three-node group of
@@ -53,7 +55,8 @@ type sluiceGroup struct {
 	env      *expEnv
 	nodes    []*Server // bootstrap node, second member, lagging follower
 	lagging  *Server
-	proxy    *delayProxy
+	proxy    *faultproxy.Proxy
+	raftAddr string        // the lagging follower's, behind proxy
 	leader   *redis.Client // the leader's client when the group formed
 	readonly *redis.Client // connections to the lagging follower that sent READONLY
 	byAddr   map[string]*redis.Client
@@ -61,7 +64,7 @@ type sluiceGroup struct {
 
 // startSluiceGroup starts the three nodes: the first bootstraps a group,
 // the second joins it, and the third joins with its Raft transport behind
-// a forwardDelayProxy (it binds --cluster-raft-addr and announces the
+// a fault proxy delaying what the leader sends it (it binds --cluster-raft-addr and announces the
 // proxy's address, so every member dials it through the proxy). It waits
 // until the leader knows all three.
 func startSluiceGroup(ctx context.Context, env *expEnv) (*sluiceGroup, error) {
@@ -86,13 +89,13 @@ func startSluiceGroup(ctx context.Context, env *expEnv) (*sluiceGroup, error) {
 		if err != nil {
 			return g, err
 		}
-		proxy, err := startDelayProxy(raftAddr, delayRequests)
+		proxy, err := faultproxy.New(raftAddr)
 		if err != nil {
 			return g, err
 		}
 		lagging, c, err := env.startSluice(ctx, slices.Concat(join, []string{"--cluster-raft-addr", raftAddr, "--cluster-announce-raft-addr", proxy.Addr()})...)
 		if err == nil {
-			g.proxy, g.lagging = proxy, lagging
+			g.proxy, g.lagging, g.raftAddr = proxy, lagging, raftAddr
 			g.nodes = append(g.nodes, lagging)
 			g.byAddr[lagging.Addr] = c
 			break
@@ -115,7 +118,7 @@ func startSluiceGroup(ctx context.Context, env *expEnv) (*sluiceGroup, error) {
 	}
 	g.leader = g.byAddr[leaderAddr]
 	env.logf("  sluice group formed: leader %s, lagging follower %s (Raft %s through proxy %s)",
-		leaderAddr, g.lagging.Addr, g.proxy.target, g.proxy.Addr())
+		leaderAddr, g.lagging.Addr, g.raftAddr, g.proxy.Addr())
 	return g, nil
 }
 
@@ -381,7 +384,7 @@ func runSluiceLag(ctx context.Context, env *expEnv, res *lagResult) error {
 	}
 	res.SluiceMarkers = markers
 	for _, lag := range res.Lags {
-		g.proxy.SetLag(lag)
+		g.proxy.SetDelay(faultproxy.Requests, lag)
 		measured, err := g.measureLag(ctx, markers)
 		if err != nil {
 			return fmt.Errorf("lag %v: %w", lag, err)

@@ -4,55 +4,13 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/faultproxy"
+	"github.com/sluicehq/sluice/internal/sluicetest"
 )
-
-var (
-	sluiceBinOnce sync.Once
-	sluiceBin     string
-	sluiceBinErr  error
-	sluiceBinOut  []byte
-)
-
-// buildSluice builds cmd/sluice-server once per test binary, into a
-// directory removed by TestMain.
-func buildSluice(t *testing.T) string {
-	t.Helper()
-	sluiceBinOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "sluice-bench-test-")
-		if err != nil {
-			sluiceBinErr = err
-			return
-		}
-		builtDirs = append(builtDirs, dir)
-		sluiceBin = filepath.Join(dir, "sluice-server")
-		sluiceBinOut, sluiceBinErr = exec.Command("go", "build", "-o", sluiceBin, "github.com/sluicehq/sluice/cmd/sluice-server").CombinedOutput()
-	})
-	if sluiceBinErr != nil {
-		t.Fatalf("build sluice-server: %v\n%s", sluiceBinErr, sluiceBinOut)
-	}
-	return sluiceBin
-}
-
-// builtDirs are removed when the tests end.
-var builtDirs []string
-
-// requireRedis skips a test without redis-server, except under CI, where
-// a missing server is a failure.
-func requireRedis(t *testing.T) {
-	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("redis-server is required under CI: %v", err)
-		}
-		t.Skipf("redis-server not installed: %v", err)
-	}
-}
 
 // testLog sends an experiment's step lines to t.Log.
 type testLog struct{ t *testing.T }
@@ -66,8 +24,8 @@ func (l testLog) Write(p []byte) (int, error) {
 // quicker still.
 func smokeEnv(t *testing.T) *expEnv {
 	t.Helper()
-	requireRedis(t)
-	env := newExpEnv(ExperimentConfig{SluiceServer: buildSluice(t), Smoke: true, Log: testLog{t}})
+	sluicetest.Require(t, "redis-server")
+	env := newExpEnv(ExperimentConfig{SluiceServer: sluicetest.Binary(t), Smoke: true, Log: testLog{t}})
 	env.quick = testing.Short()
 	t.Cleanup(func() {
 		if err := env.close(); err != nil {
@@ -314,7 +272,7 @@ func TestExperimentNames(t *testing.T) {
 // RunExperiment without a Sluice binary runs the Redis half and says the
 // Sluice half was skipped.
 func TestRunExperimentWithoutSluice(t *testing.T) {
-	requireRedis(t)
+	sluicetest.Require(t, "redis-server")
 	rep, err := RunExperiment(context.Background(), "reset-race", ExperimentConfig{Smoke: true})
 	if err != nil {
 		t.Fatal(err)
@@ -394,7 +352,7 @@ func TestRunSendsOnlyItsShare(t *testing.T) {
 
 func TestDelayProxyDelays(t *testing.T) {
 	s, _ := startRedis(t)
-	p, err := startDelayProxy(s.Addr, delayReplies)
+	p, err := faultproxy.New(s.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,7 +363,7 @@ func TestDelayProxyDelays(t *testing.T) {
 	if err := c.Ping(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	p.SetLag(30 * time.Millisecond)
+	p.SetDelay(faultproxy.Replies, 30*time.Millisecond)
 	start := time.Now()
 	if err := c.Ping(ctx).Err(); err != nil {
 		t.Fatal(err)
@@ -413,7 +371,7 @@ func TestDelayProxyDelays(t *testing.T) {
 	if d := time.Since(start); d < 30*time.Millisecond || d > 2*time.Second {
 		t.Fatalf("a round trip through a 30ms proxy took %v", d)
 	}
-	if _, err := startDelayProxy("10.0.0.1:6379", delayReplies); err == nil {
+	if _, err := faultproxy.New("10.0.0.1:6379"); err == nil {
 		t.Fatal("proxy to a remote target accepted")
 	}
 }
@@ -423,7 +381,7 @@ func TestDelayProxyDelays(t *testing.T) {
 // target the lag late.
 func TestForwardDelayProxyDelays(t *testing.T) {
 	s, _ := startRedis(t)
-	p, err := startDelayProxy(s.Addr, delayRequests)
+	p, err := faultproxy.New(s.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -435,7 +393,7 @@ func TestForwardDelayProxyDelays(t *testing.T) {
 	if err := c.Ping(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	p.SetLag(30 * time.Millisecond)
+	p.SetDelay(faultproxy.Requests, 30*time.Millisecond)
 	start := time.Now()
 	done := make(chan error, 1)
 	go func() { done <- c.Set(ctx, "fwd", "x", 0).Err() }()
@@ -455,7 +413,7 @@ func TestForwardDelayProxyDelays(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if _, err := startDelayProxy("10.0.0.1:6379", delayRequests); err == nil {
+	if _, err := faultproxy.New("10.0.0.1:6379"); err == nil {
 		t.Fatal("proxy to a remote target accepted")
 	}
 }

@@ -4,14 +4,14 @@ import (
 	"context"
 	"errors"
 	"net"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/sluicetest"
 )
 
 // startRedis starts a real redis-server for one test and stops it at
@@ -19,12 +19,7 @@ import (
 // a missing server is a failure.
 func startRedis(t *testing.T) (*Server, *redis.Client) {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("redis-server is required under CI: %v", err)
-		}
-		t.Skipf("redis-server not installed: %v", err)
-	}
+	sluicetest.Require(t, "redis-server")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	s, err := StartRedis(ctx, RedisOptions{})

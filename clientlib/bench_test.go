@@ -9,13 +9,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/clientlib"
+	"github.com/sluicehq/sluice/internal/sluicetest"
 )
 
 // BenchmarkAllow compares Allow with the bare go-redis call it wraps, on one
 // connection to an in-process server: the difference is the Limiter's
 // overhead (validation, pooled arguments, timeout, reply conversion).
 func BenchmarkAllow(b *testing.B) {
-	s := startServer(b)
+	s := sluicetest.Start(b, sluicetest.Options{})
 	ctx := context.Background()
 	// A limit this loop never reaches, so every call is the allowed path.
 	limit := clientlib.GCRA(1_000_000, time.Second, 1_000_000)
@@ -79,7 +80,7 @@ func BenchmarkAllow(b *testing.B) {
 // BenchmarkOverLimitCacheHit measures a refusal answered locally: a key the
 // server has refused for an hour.
 func BenchmarkOverLimitCacheHit(b *testing.B) {
-	s := startServer(b)
+	s := sluicetest.Start(b, sluicetest.Options{})
 	rdb := newClient(b, s.Addr)
 	l := clientlib.NewLimiter(rdb, clientlib.WithOverLimitCache(1<<16))
 	ctx := context.Background()

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/clientlib"
+	"github.com/sluicehq/sluice/internal/sluicetest"
 )
 
 // lockstep moves the server clock and the Limiter's local clock together,
@@ -21,18 +22,18 @@ type lockstep struct {
 }
 
 func (c lockstep) advance(d time.Duration) {
-	advanceClock(c.t, c.rdb, d)
+	sluicetest.AdvanceClock(c.t, c.rdb, d)
 	c.local.Advance(d)
 }
 
 // A hot limited key costs at most one server request per retry-after
 // window: the cache answers the rest.
 func TestOverLimitCacheHotKey(t *testing.T) {
-	s := startServer(t)
+	s := sluicetest.Start(t, sluicetest.Options{})
 	rdb := newClient(t, s.Addr)
 	hook := &countHook{}
 	rdb.AddHook(hook)
-	freezeClock(t, rdb)
+	sluicetest.FreezeClock(t, rdb)
 	local := newFakeClock()
 	clock := lockstep{t, rdb, local}
 	l := newLimiter(rdb, clientlib.WithOverLimitCache(1024), clientlib.WithClock(local.Now))
@@ -110,9 +111,9 @@ func TestOverLimitCacheHotKey(t *testing.T) {
 // only what it would have refused: with the same random traffic on two
 // keys, one through the cache and one without, every decision matches.
 func TestOverLimitCacheMatchesServer(t *testing.T) {
-	s := startServer(t)
+	s := sluicetest.Start(t, sluicetest.Options{})
 	rdb := newClient(t, s.Addr)
-	freezeClock(t, rdb)
+	sluicetest.FreezeClock(t, rdb)
 	local := newFakeClock()
 	clock := lockstep{t, rdb, local}
 	cached := newLimiter(rdb, clientlib.WithOverLimitCache(64), clientlib.WithClock(local.Now))

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/clientlib"
+	"github.com/sluicehq/sluice/internal/sluicetest"
 )
 
 // exampleServer starts an in-process Sluice server with its clock frozen,
@@ -21,7 +22,7 @@ func exampleServer() (rdb *redis.Client, stop func()) {
 	if err != nil {
 		panic(err)
 	}
-	s := serve(ln)
+	s := sluicetest.Serve(ln, sluicetest.Options{})
 	rdb = redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
 	ctx := context.Background()
 	now, err := rdb.Do(ctx, "DEBUG", "CLOCK", "GET").Int64()

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/clientlib"
+	"github.com/sluicehq/sluice/internal/sluicetest"
 )
 
 // rawResult is what a raw 5-field MS reply means, for comparison.
@@ -47,11 +48,11 @@ func sameDecision(t *testing.T, what string, got, want clientlib.Result, before 
 // Every decision the Limiter returns must be exactly the server's reply to
 // the equivalent raw command, for every family, decimal periods included.
 func TestDecisionsMatchRawReplies(t *testing.T) {
-	s := startServer(t)
+	s := sluicetest.Start(t, sluicetest.Options{})
 	rdb := newClient(t, s.Addr)
 	l := newLimiter(rdb)
 	ctx := context.Background()
-	freezeClock(t, rdb)
+	sluicetest.FreezeClock(t, rdb)
 
 	cases := []struct {
 		name  string
@@ -79,7 +80,7 @@ func TestDecisionsMatchRawReplies(t *testing.T) {
 			mine, theirs := "lib:"+tc.name, "raw:"+tc.name
 			allowed, limited, never := 0, 0, 0
 			for i := range 40 {
-				advanceClock(t, rdb, time.Duration(i*13%100)*time.Millisecond)
+				sluicetest.AdvanceClock(t, rdb, time.Duration(i*13%100)*time.Millisecond)
 				cost := costs[i%len(costs)]
 				before := time.Now()
 				var got clientlib.Result
@@ -132,11 +133,11 @@ func rawInfo(t *testing.T, rdb redis.UniversalClient, key string) map[string]int
 }
 
 func TestInfoRefundReset(t *testing.T) {
-	s := startServer(t)
+	s := sluicetest.Start(t, sluicetest.Options{})
 	rdb := newClient(t, s.Addr)
 	l := newLimiter(rdb)
 	ctx := context.Background()
-	frozen := freezeClock(t, rdb)
+	frozen := sluicetest.FreezeClock(t, rdb)
 
 	lim := clientlib.PerMinute(10)
 	for range 4 {
@@ -213,11 +214,11 @@ func TestInfoRefundReset(t *testing.T) {
 }
 
 func TestAllIsAllOrNothing(t *testing.T) {
-	s := startServer(t)
+	s := sluicetest.Start(t, sluicetest.Options{})
 	rdb := newClient(t, s.Addr)
 	l := newLimiter(rdb)
 	ctx := context.Background()
-	freezeClock(t, rdb)
+	sluicetest.FreezeClock(t, rdb)
 
 	user, ip := clientlib.PerMinute(10), clientlib.SlidingWindow(3, time.Minute)
 	for range 3 {
@@ -279,7 +280,7 @@ func TestAllIsAllOrNothing(t *testing.T) {
 // Argument errors are the caller's bug: they come back as errors, never
 // masked by the failure policy, and never raise the alarm.
 func TestErrorsAreNotMasked(t *testing.T) {
-	s := startServer(t)
+	s := sluicetest.Start(t, sluicetest.Options{})
 	rdb := newClient(t, s.Addr)
 	hook := &countHook{}
 	rdb.AddHook(hook)
@@ -352,7 +353,7 @@ func TestErrorsAreNotMasked(t *testing.T) {
 
 // A caller that gives up is not an outage.
 func TestCallerCancellationIsNotAnOutage(t *testing.T) {
-	s := startServer(t)
+	s := sluicetest.Start(t, sluicetest.Options{})
 	rdb := newClient(t, s.Addr)
 	l := newLimiter(rdb, clientlib.WithFailurePolicy(clientlib.FailOpen))
 	ctx, cancel := context.WithCancel(context.Background())

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/clientlib"
+	"github.com/sluicehq/sluice/internal/sluicetest"
 )
 
 // app answers by path: /304 with Not Modified, /invalid with 400 after
@@ -47,12 +48,12 @@ func wantHeaders(t *testing.T, what string, w *httptest.ResponseRecorder, want m
 }
 
 func TestMiddlewareHeaders(t *testing.T) {
-	s := startServer(t)
+	s := sluicetest.Start(t, sluicetest.Options{})
 	rdb := newClient(t, s.Addr)
 	// Freeze the clock 43 s into a minute, so the sliding window's reset
 	// (two windows minus the elapsed part) is a known 77 s.
-	now := freezeClock(t, rdb)
-	setClock(t, rdb, now-now%60000+60000+43000)
+	now := sluicetest.FreezeClock(t, rdb)
+	sluicetest.SetClock(t, rdb, now-now%60000+60000+43000)
 	l := newLimiter(rdb)
 	h := clientlib.Middleware(l, clientlib.MiddlewareOptions{
 		Rules: []clientlib.Rule{
@@ -113,9 +114,9 @@ func TestMiddlewareHeaders(t *testing.T) {
 
 // Free responses are refunded on every limit they charged.
 func TestMiddlewareRefundsFreeResponses(t *testing.T) {
-	s := startServer(t)
+	s := sluicetest.Start(t, sluicetest.Options{})
 	rdb := newClient(t, s.Addr)
-	freezeClock(t, rdb)
+	sluicetest.FreezeClock(t, rdb)
 	l := newLimiter(rdb)
 	ip := clientlib.FixedWindow(100, time.Hour)
 	h := clientlib.Middleware(l, clientlib.MiddlewareOptions{

@@ -10,6 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/clientlib"
+	"github.com/sluicehq/sluice/internal/faultproxy"
+	"github.com/sluicehq/sluice/internal/sluicetest"
 )
 
 // alarmLog records a Limiter's alarms.
@@ -62,11 +64,11 @@ const (
 // marks its answers, raises the alarm once per outage, and clears it when
 // the server answers again.
 func TestFailurePolicies(t *testing.T) {
-	s := startServer(t)
+	s := sluicetest.Start(t, sluicetest.Options{})
 	modes := []struct {
 		name string
-		mode proxyMode
-	}{{"blackhole", blackhole}, {"refused", refuse}}
+		mode faultproxy.Mode
+	}{{"blackhole", faultproxy.Blackhole}, {"refused", faultproxy.Refuse}}
 	policies := []struct {
 		policy  clientlib.Policy
 		source  clientlib.Source
@@ -89,7 +91,7 @@ func TestFailurePolicies(t *testing.T) {
 		for _, p := range policies {
 			for _, c := range clients {
 				t.Run(m.name+"/"+p.policy.String()+"/"+c.name, func(t *testing.T) {
-					px := startProxy(t, s.Addr)
+					px := sluicetest.Proxy(t, s.Addr)
 					rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), ContextTimeoutEnabled: c.ctxDeadline})
 					t.Cleanup(func() { rdb.Close() })
 					alarms := &alarmLog{}
@@ -102,7 +104,7 @@ func TestFailurePolicies(t *testing.T) {
 					// count alarms and answers from the first server reply.
 					untilServer(t, l, key, limit)
 					seen, base := len(alarms.states()), l.Stats()
-					px.setMode(m.mode)
+					px.SetMode(m.mode)
 					for i := range 3 {
 						start := time.Now()
 						r, err := l.Allow(ctx, key, limit)
@@ -135,7 +137,7 @@ func TestFailurePolicies(t *testing.T) {
 						t.Errorf("stats %+v, before the outage %+v", st, base)
 					}
 
-					px.setMode(forward)
+					px.SetMode(faultproxy.Forward)
 					untilServer(t, l, key, limit)
 					if got := alarms.since(seen); !equalBools(got, []bool{true, false}) {
 						t.Errorf("alarms %v, want raised then cleared", got)
@@ -152,8 +154,8 @@ func TestFailurePolicies(t *testing.T) {
 // Commands abandoned at the timeout keep running on a client that ignores
 // deadlines; past a bound, calls stop sending and go to the policy at once.
 func TestAbandonedCallsAreBounded(t *testing.T) {
-	s := startServer(t)
-	px := startProxy(t, s.Addr)
+	s := sluicetest.Start(t, sluicetest.Options{})
+	px := sluicetest.Proxy(t, s.Addr)
 	rdb := newClient(t, px.Addr())
 	hook := &countHook{}
 	rdb.AddHook(hook)
@@ -162,7 +164,7 @@ func TestAbandonedCallsAreBounded(t *testing.T) {
 	ctx := context.Background()
 	limit := clientlib.PerMinute(10)
 	untilServer(t, l, "k", limit)
-	px.setMode(blackhole)
+	px.SetMode(faultproxy.Blackhole)
 	for i := range 2 {
 		start := time.Now()
 		r, _ := l.Allow(ctx, "k", limit)
@@ -176,15 +178,15 @@ func TestAbandonedCallsAreBounded(t *testing.T) {
 		t.Errorf("third call: %v, %d commands sent, want fail-open without sending", r.Source, hook.count("cl.throttle")-sent)
 	}
 	// Breaking the stuck connections frees the slots.
-	px.setMode(refuse)
-	px.setMode(forward)
+	px.SetMode(faultproxy.Refuse)
+	px.SetMode(faultproxy.Forward)
 	untilServer(t, l, "k", limit)
 }
 
 // Stopping the server and starting another on the same address: the policy
 // answers in between, and the alarm clears when the new server answers.
 func TestServerRestart(t *testing.T) {
-	s := startServer(t)
+	s := sluicetest.Start(t, sluicetest.Options{})
 	rdb := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
 	defer rdb.Close()
 	alarms := &alarmLog{}
@@ -210,7 +212,7 @@ func TestServerRestart(t *testing.T) {
 	if _, err := l.Info(ctx, "k"); !errors.Is(err, clientlib.ErrUnavailable) {
 		t.Errorf("Info while down: %v", err)
 	}
-	restartServer(t, s.Addr)
+	sluicetest.Restart(t, s.Addr, sluicetest.Options{})
 	// The new server starts empty: the first charge leaves 9 (unless a
 	// stall made a call time out after the server had charged it).
 	before := l.Stats().PolicyAnswers
@@ -224,11 +226,11 @@ func TestServerRestart(t *testing.T) {
 
 // downLimiter returns a Limiter whose server refuses connections, on a
 // local clock the test moves.
-func downLimiter(t *testing.T, opts ...clientlib.Option) (*clientlib.Limiter, *fakeClock, *proxy, *countHook) {
+func downLimiter(t *testing.T, opts ...clientlib.Option) (*clientlib.Limiter, *fakeClock, *faultproxy.Proxy, *countHook) {
 	t.Helper()
-	s := startServer(t)
-	px := startProxy(t, s.Addr)
-	px.setMode(refuse)
+	s := sluicetest.Start(t, sluicetest.Options{})
+	px := sluicetest.Proxy(t, s.Addr)
+	px.SetMode(faultproxy.Refuse)
 	rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { rdb.Close() })
 	hook := &countHook{}
@@ -328,7 +330,7 @@ func TestProbeInterval(t *testing.T) {
 	if n := hook.count("cl.throttle"); n != 1 {
 		t.Errorf("%d probes within one interval, want 1", n)
 	}
-	px.setMode(forward)
+	px.SetMode(faultproxy.Forward)
 	// Still inside the interval: no probe, so still the policy.
 	if r, _ := l.Allow(ctx, "k", limit); r.Source != clientlib.FromFailOpen {
 		t.Errorf("%+v", r)

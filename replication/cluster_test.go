@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/sluicetest"
 )
 
 func TestElectionAndReplication(t *testing.T) {
@@ -254,7 +255,7 @@ func testFailover(t *testing.T, crash bool, bound time.Duration) {
 	}()
 	// A new leader serves within 1.5 s.
 	var recovered time.Duration
-	waitFor(t, 10*time.Second, "a new leader to answer a decision", func() bool {
+	sluicetest.WaitFor(t, 10*time.Second, "a new leader to answer a decision", func() bool {
 		fl.mu.Lock()
 		defer fl.mu.Unlock()
 		for n, at := range fl.firstOK {
@@ -461,7 +462,7 @@ func TestQuorumLoss(t *testing.T) {
 	if !errors.Is(r.Err, engine.ErrOutcomeUnknown) && !errors.Is(r.Err, engine.ErrTryAgain) {
 		t.Fatalf("decision without quorum: %+v", r)
 	}
-	waitFor(t, 5*time.Second, "the leader to step down", func() bool { return !l.IsLeader() })
+	sluicetest.WaitFor(t, 5*time.Second, "the leader to step down", func() bool { return !l.IsLeader() })
 	start := time.Now()
 	sawTryAgain := false
 	for {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/sluicetest"
 )
 
 // testLogger sends log lines to t.Log, so they show only when a test fails,
@@ -89,7 +90,7 @@ func newCluster(t testing.TB, size int, tweak func(*Config)) *cluster {
 	t.Helper()
 	c := &cluster{t: t, tweak: tweak}
 	first := c.add(true)
-	waitFor(t, 5*time.Second, "first node leads", first.IsLeader)
+	sluicetest.WaitFor(t, 5*time.Second, "first node leads", first.IsLeader)
 	for range size - 1 {
 		n := c.add(false)
 		if err := first.Join(n.ID(), n.RaftAddr(), n.ClientAddr()); err != nil {
@@ -140,7 +141,7 @@ func (c *cluster) live() []*testNode {
 func (c *cluster) leader() *testNode {
 	c.t.Helper()
 	var l *testNode
-	waitFor(c.t, 10*time.Second, "a leader known to every live node", func() bool {
+	sluicetest.WaitFor(c.t, 10*time.Second, "a leader known to every live node", func() bool {
 		l = nil
 		for _, n := range c.live() {
 			if n.IsLeader() {
@@ -172,7 +173,7 @@ func (c *cluster) waitConverged() {
 	// The FSM's own applied index, not raft.AppliedIndex: raft documents
 	// that the latter does not imply the FSM has consumed the entry.
 	want := l.AppliedIndex()
-	waitFor(c.t, 10*time.Second, "followers caught up", func() bool {
+	sluicetest.WaitFor(c.t, 10*time.Second, "followers caught up", func() bool {
 		for _, n := range c.live() {
 			if n.AppliedIndex() < want {
 				return false
@@ -185,17 +186,6 @@ func (c *cluster) waitConverged() {
 		}
 		return true
 	})
-}
-
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // Commands.

@@ -2,89 +2,15 @@ package replication
 
 import (
 	"errors"
-	"io"
-	"net"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/sluicehq/sluice/internal/faultproxy"
+	"github.com/sluicehq/sluice/internal/sluicetest"
 )
-
-// linkProxy forwards one direction of dialling (from one node to another)
-// and can be cut: cutting closes its connections and refuses new ones.
-type linkProxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	cut    bool
-	conns  []net.Conn
-	wg     sync.WaitGroup
-}
-
-func newLinkProxy(t *testing.T, target string) *linkProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &linkProxy{ln: ln, target: target}
-	p.wg.Add(1)
-	go p.serve()
-	t.Cleanup(p.close)
-	return p
-}
-
-func (p *linkProxy) serve() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		if p.cut {
-			p.mu.Unlock()
-			c.Close()
-			continue
-		}
-		d, err := net.DialTimeout("tcp", p.target, time.Second)
-		if err != nil {
-			p.mu.Unlock()
-			c.Close()
-			continue
-		}
-		p.conns = append(p.conns, c, d)
-		p.wg.Add(2)
-		go p.pipe(c, d)
-		go p.pipe(d, c)
-		p.mu.Unlock()
-	}
-}
-
-func (p *linkProxy) pipe(dst, src net.Conn) {
-	defer p.wg.Done()
-	_, _ = io.Copy(dst, src)
-	dst.Close()
-	src.Close()
-}
-
-func (p *linkProxy) setCut(cut bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut = cut
-	if cut {
-		for _, c := range p.conns {
-			c.Close()
-		}
-		p.conns = nil
-	}
-}
-
-func (p *linkProxy) close() {
-	p.ln.Close()
-	p.setCut(true)
-	p.wg.Wait()
-}
 
 // addrBook sends a node's Raft connections through the proxies.
 type addrBook struct {
@@ -103,10 +29,11 @@ func (a *addrBook) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
 	return "", errNoProxy
 }
 
-// netCluster is a cluster whose every link runs through a linkProxy.
+// netCluster is a cluster whose every link (one direction of dialling,
+// from one node to another) runs through a fault proxy.
 type netCluster struct {
 	*cluster
-	links map[[2]string]*linkProxy // (dialler id, dialled id)
+	links map[[2]string]*faultproxy.Proxy // (dialler id, dialled id)
 }
 
 func newNetCluster(t *testing.T, size int) *netCluster {
@@ -118,17 +45,17 @@ func newNetCluster(t *testing.T, size int) *netCluster {
 		books[c.add(i == 0)] = book
 	}
 	first := c.nodes[0]
-	waitFor(t, 5*time.Second, "first node leads", first.IsLeader)
-	nc := &netCluster{cluster: c, links: map[[2]string]*linkProxy{}}
+	sluicetest.WaitFor(t, 5*time.Second, "first node leads", first.IsLeader)
+	nc := &netCluster{cluster: c, links: map[[2]string]*faultproxy.Proxy{}}
 	for _, a := range c.nodes {
 		for _, b := range c.nodes {
 			if a == b {
 				continue
 			}
-			p := newLinkProxy(t, b.RaftAddr())
+			p := sluicetest.Proxy(t, b.RaftAddr())
 			nc.links[[2]string{a.ID(), b.ID()}] = p
 			books[a].mu.Lock()
-			books[a].m[raft.ServerID(b.ID())] = raft.ServerAddress(p.ln.Addr().String())
+			books[a].m[raft.ServerID(b.ID())] = raft.ServerAddress(p.Addr())
 			books[a].mu.Unlock()
 		}
 	}
@@ -145,7 +72,11 @@ func newNetCluster(t *testing.T, size int) *netCluster {
 func (nc *netCluster) isolate(n *testNode, cut bool) {
 	for pair, p := range nc.links {
 		if pair[0] == n.ID() || pair[1] == n.ID() {
-			p.setCut(cut)
+			if cut {
+				p.SetMode(faultproxy.Refuse)
+			} else {
+				p.SetMode(faultproxy.Forward)
+			}
 		}
 	}
 }
@@ -167,9 +98,9 @@ func TestPartitionedLeader(t *testing.T) {
 	cut := time.Now()
 	nc.isolate(old, true)
 
-	waitFor(t, 5*time.Second, "the cut-off leader to step down", func() bool { return !old.IsLeader() })
+	sluicetest.WaitFor(t, 5*time.Second, "the cut-off leader to step down", func() bool { return !old.IsLeader() })
 	stepDown := time.Since(cut)
-	waitFor(t, 10*time.Second, "the majority's leader to answer", func() bool {
+	sluicetest.WaitFor(t, 10*time.Second, "the majority's leader to answer", func() bool {
 		fl.mu.Lock()
 		defer fl.mu.Unlock()
 		for n, at := range fl.firstOK {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/sluicetest"
 	"github.com/sluicehq/sluice/server"
 )
 
@@ -17,8 +18,8 @@ import (
 // to the epoch, so the boundary falls between the bursts). The table in
 // docs/algorithms.md comes from this test.
 func TestBoundaryBurst(t *testing.T) {
-	ts := startServer(t, server.Config{}, engine.Config{})
-	now := ts.freezeClock(t)
+	ts := sluicetest.Start(t, sluicetest.Options{Server: server.Config{}, Engine: engine.Config{}})
+	now := sluicetest.FreezeClock(t, ts.Client)
 	// The next multiple of 2 s, plus a whole period so nothing is stale.
 	start := now - now%2000 + 4000
 	families := []struct {
@@ -36,9 +37,9 @@ func TestBoundaryBurst(t *testing.T) {
 		admitted := 0
 		start := start + int64(fi)*4000 // the clock never goes back
 		for _, at := range []int64{start + 1990, start + 2010} {
-			ts.expect(t, "OK", "DEBUG", "CLOCK", "SET", at)
+			ts.Expect(t, "OK", "DEBUG", "CLOCK", "SET", at)
 			for i := 0; i < 100; i++ {
-				if ts.do(t, f.args...).([]any)[0] == int64(0) {
+				if ts.Do(t, f.args...).([]any)[0] == int64(0) {
 					admitted++
 				}
 			}
@@ -53,8 +54,8 @@ func TestBoundaryBurst(t *testing.T) {
 // TestRefundRoundTrip: consume n, refund n, and the limiter is as before,
 // for every family.
 func TestRefundRoundTrip(t *testing.T) {
-	ts := startServer(t, server.Config{}, engine.Config{})
-	ts.freezeClock(t)
+	ts := sluicetest.Start(t, sluicetest.Options{Server: server.Config{}, Engine: engine.Config{}})
+	sluicetest.FreezeClock(t, ts.Client)
 	for _, f := range []struct {
 		name string
 		args []any // without the cost
@@ -66,20 +67,20 @@ func TestRefundRoundTrip(t *testing.T) {
 	} {
 		t.Run(f.name, func(t *testing.T) {
 			key := f.args[1]
-			ts.do(t, append(f.args, "3")...)
-			before := ts.do(t, "LIMIT.INFO", key)
-			ts.do(t, append(f.args, "4")...)
-			if got := ts.do(t, "LIMIT.REFUND", key, "4"); got != int64(7) {
+			ts.Do(t, append(f.args, "3")...)
+			before := ts.Do(t, "LIMIT.INFO", key)
+			ts.Do(t, append(f.args, "4")...)
+			if got := ts.Do(t, "LIMIT.REFUND", key, "4"); got != int64(7) {
 				t.Fatalf("refund reply %v, want remaining 7", got)
 			}
-			if after := ts.do(t, "LIMIT.INFO", key); !reflect.DeepEqual(before, after) {
+			if after := ts.Do(t, "LIMIT.INFO", key); !reflect.DeepEqual(before, after) {
 				t.Fatalf("after consume+refund:\n %v\nwant\n %v", after, before)
 			}
 			// Refunding more than was consumed stops at full and leaves no state.
-			if got := ts.do(t, "LIMIT.REFUND", key, "1000"); got != int64(10) {
+			if got := ts.Do(t, "LIMIT.REFUND", key, "1000"); got != int64(10) {
 				t.Fatalf("over-refund reply %v, want 10", got)
 			}
-			ts.expect(t, nil, "LIMIT.INFO", key)
+			ts.Expect(t, nil, "LIMIT.INFO", key)
 		})
 	}
 }
@@ -90,8 +91,8 @@ func TestRefundRoundTrip(t *testing.T) {
 // equal what the server recorded: a LIMIT.ALL applied in part would break
 // the equality.
 func TestLimitAllProperty(t *testing.T) {
-	ts := startServer(t, server.Config{}, engine.Config{Shards: 8})
-	ts.freezeClock(t) // one instant: every window holds everything admitted
+	ts := sluicetest.Start(t, sluicetest.Options{Server: server.Config{}, Engine: engine.Config{Shards: 8}})
+	sluicetest.FreezeClock(t, ts.Client) // one instant: every window holds everything admitted
 	const keys, limit = 12, 40
 	key := func(i int) string { return "prop:" + strconv.Itoa(i) }
 	family := func(i int) string { return []string{"SL.CHECK", "FW.CHECK"}[i%2] }
@@ -107,7 +108,7 @@ func TestLimitAllProperty(t *testing.T) {
 				if rng.IntN(3) == 0 {
 					k := rng.IntN(keys)
 					cost := int64(1 + rng.IntN(3))
-					v, err := ts.rdb.Do(ctx, family(k), key(k), limit, 3600, cost).Result()
+					v, err := ts.Client.Do(ctx, family(k), key(k), limit, 3600, cost).Result()
 					if err != nil {
 						t.Error(err)
 						return
@@ -127,7 +128,7 @@ func TestLimitAllProperty(t *testing.T) {
 					costs[j] = int64(1 + rng.IntN(4))
 					args = append(args, family(k), key(k), limit, 3600, costs[j])
 				}
-				v, err := ts.rdb.Do(ctx, args...).Result()
+				v, err := ts.Client.Do(ctx, args...).Result()
 				if err != nil {
 					t.Error(err)
 					return
@@ -147,7 +148,7 @@ func TestLimitAllProperty(t *testing.T) {
 	}
 	wg.Wait()
 	for k := 0; k < keys; k++ {
-		info := ts.do(t, "LIMIT.INFO", key(k))
+		info := ts.Do(t, "LIMIT.INFO", key(k))
 		remaining := int64(limit)
 		if info != nil {
 			fields := info.([]any)

@@ -7,15 +7,16 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/sluicetest"
 	"github.com/sluicehq/sluice/server"
 )
 
 func TestMetricsHandler(t *testing.T) {
-	ts := startServer(t, server.Config{}, engine.Config{})
-	ts.do(t, "CL.THROTTLE", "m", "0", "1", "60")
-	ts.do(t, "CL.THROTTLE", "m", "0", "1", "60")
+	ts := sluicetest.Start(t, sluicetest.Options{Server: server.Config{}, Engine: engine.Config{}})
+	ts.Do(t, "CL.THROTTLE", "m", "0", "1", "60")
+	ts.Do(t, "CL.THROTTLE", "m", "0", "1", "60")
 	rec := httptest.NewRecorder()
-	ts.srv.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	ts.Server.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	body, _ := io.ReadAll(rec.Body)
 	for _, want := range []string{
 		`sluice_decisions_total{outcome="allowed"} 1`,

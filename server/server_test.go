@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/sluicetest"
 	"github.com/sluicehq/sluice/internal/vectors"
 	"github.com/sluicehq/sluice/server"
 )
@@ -28,14 +29,14 @@ var ctx = context.Background()
 // TestVectorsOverTheWire replays the shared CL.THROTTLE vectors through a
 // real server, moving its clock with DEBUG CLOCK.
 func TestVectorsOverTheWire(t *testing.T) {
-	ts := startServer(t, server.Config{}, engine.Config{})
+	ts := sluicetest.Start(t, sluicetest.Options{Server: server.Config{}, Engine: engine.Config{}})
 	rows, err := vectors.ThrottleRows()
 	if err != nil {
 		t.Fatalf("the CL.THROTTLE vectors must parse: %v", err)
 	}
-	base := ts.freezeClock(t)
+	base := sluicetest.FreezeClock(t, ts.Client)
 	for _, row := range rows {
-		ts.expect(t, "OK", "DEBUG", "CLOCK", "SET", base+row.TMs)
+		ts.Expect(t, "OK", "DEBUG", "CLOCK", "SET", base+row.TMs)
 		args := []any{"CL.THROTTLE", row.Key}
 		for _, a := range row.Args {
 			args = append(args, a)
@@ -44,7 +45,7 @@ func TestVectorsOverTheWire(t *testing.T) {
 		for _, w := range row.Want {
 			want = append(want, w)
 		}
-		ts.expect(t, want, args...)
+		ts.Expect(t, want, args...)
 	}
 	if len(rows) < 30 {
 		t.Fatalf("only %d vector rows replayed", len(rows))
@@ -52,8 +53,8 @@ func TestVectorsOverTheWire(t *testing.T) {
 }
 
 func TestTranscript(t *testing.T) {
-	ts := startServer(t, server.Config{}, engine.Config{})
-	base := ts.freezeClock(t)
+	ts := sluicetest.Start(t, sluicetest.Options{Server: server.Config{}, Engine: engine.Config{}})
+	base := sluicetest.FreezeClock(t, ts.Client)
 	now := base + 1500 // after the two DEBUG CLOCK ADVANCEs below
 	steps := []struct {
 		args []any
@@ -91,9 +92,9 @@ func TestTranscript(t *testing.T) {
 		{[]any{"TTL", "e"}, int64(100)},
 		{[]any{"PERSIST", "e"}, int64(1)},
 		{[]any{"TTL", "missing"}, int64(-2)},
-		{[]any{"CL.THROTTLE", "g", "4", "1", "10", "1"}, ints(0, 5, 4, -1, 10)},
-		{[]any{"CL.THROTTLE", "g", "4", "1", "10", "1", "MS"}, ints(0, 5, 3, -1, 20000)},
-		{[]any{"CL.THROTTLE", "g", "4", "1", "10", "0"}, ints(0, 5, 3, -1, 20)},
+		{[]any{"CL.THROTTLE", "g", "4", "1", "10", "1"}, sluicetest.Ints(0, 5, 4, -1, 10)},
+		{[]any{"CL.THROTTLE", "g", "4", "1", "10", "1", "MS"}, sluicetest.Ints(0, 5, 3, -1, 20000)},
+		{[]any{"CL.THROTTLE", "g", "4", "1", "10", "0"}, sluicetest.Ints(0, 5, 3, -1, 20)},
 		{[]any{"TYPE", "g"}, "gcra"},
 		{[]any{"TTL", "g"}, int64(20)},
 		{[]any{"PTTL", "g"}, int64(20000)},
@@ -104,12 +105,12 @@ func TestTranscript(t *testing.T) {
 		{[]any{"LIMIT.REFUND", "g", "100"}, int64(5)},
 		{[]any{"EXISTS", "g"}, int64(0)},
 		{[]any{"LIMIT.REFUND", "g", "1"}, nil},
-		{[]any{"SW.CHECK", "w", "10", "60", "4"}, ints(0, 10, 6, -1, roundedSeconds(120000-now%60000))},
+		{[]any{"SW.CHECK", "w", "10", "60", "4"}, sluicetest.Ints(0, 10, 6, -1, roundedSeconds(120000-now%60000))},
 		{[]any{"TYPE", "w"}, "sliding-window"},
-		{[]any{"FW.CHECK", "f", "3", "1", "3", "MS"}, ints(0, 3, 0, -1, 1000-now%1000)},
-		{[]any{"FW.CHECK", "f", "3", "1", "1", "MS"}, ints(1, 3, 0, 1000-now%1000, 1000-now%1000)},
-		{[]any{"SL.CHECK", "l", "2", "10", "2"}, ints(0, 2, 0, -1, 10)},
-		{[]any{"SL.CHECK", "l", "2", "10", "3"}, ints(1, 2, 0, -1, 10)},
+		{[]any{"FW.CHECK", "f", "3", "1", "3", "MS"}, sluicetest.Ints(0, 3, 0, -1, 1000-now%1000)},
+		{[]any{"FW.CHECK", "f", "3", "1", "1", "MS"}, sluicetest.Ints(1, 3, 0, 1000-now%1000, 1000-now%1000)},
+		{[]any{"SL.CHECK", "l", "2", "10", "2"}, sluicetest.Ints(0, 2, 0, -1, 10)},
+		{[]any{"SL.CHECK", "l", "2", "10", "3"}, sluicetest.Ints(1, 2, 0, -1, 10)},
 		{[]any{"TYPE", "l"}, "sliding-log"},
 		{[]any{"LIMIT.RESET", "l", "f", "s", "nokey"}, int64(2)},
 		{[]any{"EXISTS", "l", "f", "s"}, int64(1)},
@@ -121,45 +122,45 @@ func TestTranscript(t *testing.T) {
 		{[]any{"TIME"}, []any{strconv.FormatInt(now/1000, 10), strconv.FormatInt(now%1000*1000, 10)}},
 	}
 	for _, s := range steps {
-		ts.expect(t, s.want, s.args...)
+		ts.Expect(t, s.want, s.args...)
 	}
 }
 
 func TestLimitInfoAndAll(t *testing.T) {
-	ts := startServer(t, server.Config{}, engine.Config{})
-	base := ts.freezeClock(t)
-	ts.expect(t, ints(0, 5, 4, -1, 10), "CL.THROTTLE", "a", "4", "1", "10")
-	ts.expect(t, []any{"family", "gcra", "max_burst", int64(4), "limit", int64(5), "emission_interval_ns", int64(10e9),
+	ts := sluicetest.Start(t, sluicetest.Options{Server: server.Config{}, Engine: engine.Config{}})
+	base := sluicetest.FreezeClock(t, ts.Client)
+	ts.Expect(t, sluicetest.Ints(0, 5, 4, -1, 10), "CL.THROTTLE", "a", "4", "1", "10")
+	ts.Expect(t, []any{"family", "gcra", "max_burst", int64(4), "limit", int64(5), "emission_interval_ns", int64(10e9),
 		"remaining", int64(4), "reset_at_ms", base + 10000, "reset_after_ms", int64(10000)}, "LIMIT.INFO", "a")
-	ts.expect(t, nil, "LIMIT.INFO", "nokey")
+	ts.Expect(t, nil, "LIMIT.INFO", "nokey")
 
 	// Both pass: both consume.
-	ts.expect(t, []any{int64(0), int64(-1), []any{ints(0, 5, 3, -1, 20), ints(0, 2, 1, -1, 60)}},
+	ts.Expect(t, []any{int64(0), int64(-1), []any{sluicetest.Ints(0, 5, 3, -1, 20), sluicetest.Ints(0, 2, 1, -1, 60)}},
 		"LIMIT.ALL", "2", "CL.THROTTLE", "a", "4", "1", "10", "1", "SL.CHECK", "b", "2", "60", "1")
 	// The second trips: it reports its own state, the first what it would
 	// have been, and nothing is consumed.
-	ts.expect(t, []any{int64(1), int64(1), []any{ints(0, 5, 2, -1, 30), ints(1, 2, 1, 60, 60)}},
+	ts.Expect(t, []any{int64(1), int64(1), []any{sluicetest.Ints(0, 5, 2, -1, 30), sluicetest.Ints(1, 2, 1, 60, 60)}},
 		"LIMIT.ALL", "2", "CL.THROTTLE", "a", "4", "1", "10", "1", "SL.CHECK", "b", "2", "60", "2")
-	ts.expect(t, ints(0, 5, 3, -1, 20), "CL.THROTTLE", "a", "4", "1", "10", "0")
-	ts.expect(t, ints(0, 2, 1, -1, 60), "SL.CHECK", "b", "2", "60", "0")
-	ts.expect(t, errors.New("ERR LIMIT.ALL names the same key twice; combine the costs into one limit"),
+	ts.Expect(t, sluicetest.Ints(0, 5, 3, -1, 20), "CL.THROTTLE", "a", "4", "1", "10", "0")
+	ts.Expect(t, sluicetest.Ints(0, 2, 1, -1, 60), "SL.CHECK", "b", "2", "60", "0")
+	ts.Expect(t, errors.New("ERR LIMIT.ALL names the same key twice; combine the costs into one limit"),
 		"LIMIT.ALL", "2", "CL.THROTTLE", "a", "4", "1", "10", "1", "CL.THROTTLE", "a", "4", "1", "10", "1")
-	ts.expect(t, errors.New("ERR invalid numlimits '3': does not match the number of limits that follow"),
+	ts.Expect(t, errors.New("ERR invalid numlimits '3': does not match the number of limits that follow"),
 		"LIMIT.ALL", "3", "CL.THROTTLE", "a", "4", "1", "10", "1", "SL.CHECK", "b", "2", "60", "2")
-	ts.expect(t, errors.New("ERR invalid limit 'GET': is not a decision command (CL.THROTTLE, SW.CHECK, SL.CHECK, FW.CHECK)"),
+	ts.Expect(t, errors.New("ERR invalid limit 'GET': is not a decision command (CL.THROTTLE, SW.CHECK, SL.CHECK, FW.CHECK)"),
 		"LIMIT.ALL", "1", "GET", "a", "1", "2", "3", "4")
-	ts.expect(t, errors.New("ERR invalid limit 'LIMIT.ALL': is not a decision command (CL.THROTTLE, SW.CHECK, SL.CHECK, FW.CHECK)"),
+	ts.Expect(t, errors.New("ERR invalid limit 'LIMIT.ALL': is not a decision command (CL.THROTTLE, SW.CHECK, SL.CHECK, FW.CHECK)"),
 		"LIMIT.ALL", "1", "LIMIT.ALL", "1", "CL.THROTTLE", "a", "4", "1")
-	ts.expect(t, ints(0, 5, 3, -1, 20), "CL.THROTTLE", "a", "4", "1", "10", "0")
+	ts.Expect(t, sluicetest.Ints(0, 5, 3, -1, 20), "CL.THROTTLE", "a", "4", "1", "10", "0")
 }
 
 // TestBadInputChangesNothing sends malformed commands and checks each gets
 // a clear error and the state stays as it was.
 func TestBadInputChangesNothing(t *testing.T) {
-	ts := startServer(t, server.Config{}, engine.Config{})
-	ts.freezeClock(t)
-	ts.expect(t, ints(0, 5, 4, -1, 10), "CL.THROTTLE", "k", "4", "1", "10")
-	ts.expect(t, "OK", "SET", "str", "v")
+	ts := sluicetest.Start(t, sluicetest.Options{Server: server.Config{}, Engine: engine.Config{}})
+	sluicetest.FreezeClock(t, ts.Client)
+	ts.Expect(t, sluicetest.Ints(0, 5, 4, -1, 10), "CL.THROTTLE", "k", "4", "1", "10")
+	ts.Expect(t, "OK", "SET", "str", "v")
 	cases := []struct {
 		args []any
 		want string
@@ -190,17 +191,17 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{[]any{"HELLO", "3"}, "NOPROTO unsupported protocol version"},
 	}
 	for _, c := range cases {
-		ts.expect(t, errors.New(c.want), c.args...)
+		ts.Expect(t, errors.New(c.want), c.args...)
 	}
-	ts.expect(t, ints(0, 5, 4, -1, 10), "CL.THROTTLE", "k", "4", "1", "10", "0")
-	ts.expect(t, "v", "GET", "str")
-	ts.expect(t, int64(2), "DBSIZE")
+	ts.Expect(t, sluicetest.Ints(0, 5, 4, -1, 10), "CL.THROTTLE", "k", "4", "1", "10", "0")
+	ts.Expect(t, "v", "GET", "str")
+	ts.Expect(t, int64(2), "DBSIZE")
 }
 
 func TestAuth(t *testing.T) {
-	ts := startServer(t, server.Config{RequirePass: "s3cret"}, engine.Config{})
-	ts.expect(t, "PONG", "PING") // go-redis authenticated with the password
-	raw := redis.NewClient(&redis.Options{Addr: ts.addr, Protocol: 2, MaxRetries: -1})
+	ts := sluicetest.Start(t, sluicetest.Options{Server: server.Config{RequirePass: "s3cret"}, Engine: engine.Config{}})
+	ts.Expect(t, "PONG", "PING") // go-redis authenticated with the password
+	raw := redis.NewClient(&redis.Options{Addr: ts.Addr, Protocol: 2, MaxRetries: -1})
 	defer raw.Close()
 	for _, args := range [][]any{{"PING"}, {"GET", "a"}, {"CL.THROTTLE", "a", "1", "1", "1"}} {
 		if err := raw.Do(ctx, args...).Err(); err == nil || err.Error() != "NOAUTH Authentication required." {
@@ -229,26 +230,26 @@ func TestAuth(t *testing.T) {
 }
 
 func TestMaxMemoryRefusesNewStateOnly(t *testing.T) {
-	ts := startServer(t, server.Config{}, engine.Config{Shards: 4})
-	ts.expect(t, ints(0, 5, 4, -1, 10), "CL.THROTTLE", "old", "4", "1", "10")
-	ts.expect(t, "OK", "CONFIG", "SET", "maxmemory", "1")
+	ts := sluicetest.Start(t, sluicetest.Options{Server: server.Config{}, Engine: engine.Config{Shards: 4}})
+	ts.Expect(t, sluicetest.Ints(0, 5, 4, -1, 10), "CL.THROTTLE", "old", "4", "1", "10")
+	ts.Expect(t, "OK", "CONFIG", "SET", "maxmemory", "1")
 	oom := errors.New("OOM command not allowed when used memory > 'maxmemory'.")
-	ts.expect(t, oom, "CL.THROTTLE", "new", "4", "1", "10")
-	ts.expect(t, oom, "SET", "x", "1")
-	ts.expect(t, oom, "LIMIT.ALL", "2", "CL.THROTTLE", "old", "4", "1", "10", "1", "CL.THROTTLE", "new2", "4", "1", "10", "1")
+	ts.Expect(t, oom, "CL.THROTTLE", "new", "4", "1", "10")
+	ts.Expect(t, oom, "SET", "x", "1")
+	ts.Expect(t, oom, "LIMIT.ALL", "2", "CL.THROTTLE", "old", "4", "1", "10", "1", "CL.THROTTLE", "new2", "4", "1", "10", "1")
 	// Existing state keeps working, and was not charged by the refused LIMIT.ALL.
-	if v := ts.do(t, "CL.THROTTLE", "old", "4", "1", "10").([]any); v[2] != int64(3) {
+	if v := ts.Do(t, "CL.THROTTLE", "old", "4", "1", "10").([]any); v[2] != int64(3) {
 		t.Fatalf("existing key after OOM: %v", v)
 	}
-	ts.expect(t, int64(0), "EXISTS", "new", "x", "new2")
-	ts.expect(t, "OK", "CONFIG", "SET", "maxmemory", "0")
-	ts.expect(t, "OK", "SET", "x", "1")
+	ts.Expect(t, int64(0), "EXISTS", "new", "x", "new2")
+	ts.Expect(t, "OK", "CONFIG", "SET", "maxmemory", "0")
+	ts.Expect(t, "OK", "SET", "x", "1")
 }
 
 // TestExactlyOnceUnderConcurrency: 64 connections hammer one key with
 // 10,000 requests; exactly the limit is admitted.
 func TestExactlyOnceUnderConcurrency(t *testing.T) {
-	ts := startServer(t, server.Config{}, engine.Config{})
+	ts := sluicetest.Start(t, sluicetest.Options{Server: server.Config{}, Engine: engine.Config{}})
 	for _, c := range []struct {
 		name string
 		args []any
@@ -265,7 +266,7 @@ func TestExactlyOnceUnderConcurrency(t *testing.T) {
 				go func(w int) {
 					defer wg.Done()
 					for i := w; i < 10000; i += 64 {
-						v, err := ts.rdb.Do(ctx, c.args...).Result()
+						v, err := ts.Client.Do(ctx, c.args...).Result()
 						if err != nil {
 							errs.Add(1)
 							continue
@@ -287,11 +288,11 @@ func TestExactlyOnceUnderConcurrency(t *testing.T) {
 // TestSweeperNeverChangesAnswers replays one random workload against a
 // server that sweeps after every batch and one that never sweeps.
 func TestSweeperNeverChangesAnswers(t *testing.T) {
-	eager := startServer(t, server.Config{SweepInterval: time.Millisecond}, engine.Config{Shards: 4, SweepEveryBatch: true, SweepBudget: 1 << 16})
-	never := startServer(t, server.Config{SweepInterval: -1}, engine.Config{Shards: 4})
-	base := max(eager.freezeClock(t), never.freezeClock(t)) + 1000
-	eager.expect(t, "OK", "DEBUG", "CLOCK", "SET", base)
-	never.expect(t, "OK", "DEBUG", "CLOCK", "SET", base)
+	eager := sluicetest.Start(t, sluicetest.Options{Server: server.Config{SweepInterval: time.Millisecond}, Engine: engine.Config{Shards: 4, SweepEveryBatch: true, SweepBudget: 1 << 16}})
+	never := sluicetest.Start(t, sluicetest.Options{Server: server.Config{SweepInterval: -1}, Engine: engine.Config{Shards: 4}})
+	base := max(sluicetest.FreezeClock(t, eager.Client), sluicetest.FreezeClock(t, never.Client)) + 1000
+	eager.Expect(t, "OK", "DEBUG", "CLOCK", "SET", base)
+	never.Expect(t, "OK", "DEBUG", "CLOCK", "SET", base)
 	rng := rand.New(rand.NewPCG(7, 7))
 	for i := 0; i < 4000; i++ {
 		key := "k" + strconv.Itoa(rng.IntN(50))
@@ -312,20 +313,20 @@ func TestSweeperNeverChangesAnswers(t *testing.T) {
 		case 6:
 			args = []any{"PTTL", []string{"g", "w", "l", "f", "s"}[rng.IntN(5)] + key}
 		}
-		a, errA := eager.rdb.Do(ctx, args...).Result()
-		b, errB := never.rdb.Do(ctx, args...).Result()
+		a, errA := eager.Client.Do(ctx, args...).Result()
+		b, errB := never.Client.Do(ctx, args...).Result()
 		if fmt.Sprint(a, errA) != fmt.Sprint(b, errB) {
 			t.Fatalf("step %d %v: eager sweeper %v %v, no sweeper %v %v", i, args, a, errA, b, errB)
 		}
 	}
-	if st := eager.eng.Stats(); st.Swept == 0 {
+	if st := eager.Engine.Stats(); st.Swept == 0 {
 		t.Fatalf("the eager sweeper freed nothing; the test proves nothing")
 	}
 }
 
 func TestLongPipeline(t *testing.T) {
-	ts := startServer(t, server.Config{}, engine.Config{})
-	pipe := ts.rdb.Pipeline()
+	ts := sluicetest.Start(t, sluicetest.Options{Server: server.Config{}, Engine: engine.Config{}})
+	pipe := ts.Client.Pipeline()
 	const n = 100000
 	cmds := make([]*redis.Cmd, n)
 	for i := range cmds {
@@ -359,9 +360,9 @@ func rawConn(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
 }
 
 func TestProtocolEdges(t *testing.T) {
-	ts := startServer(t, server.Config{}, engine.Config{})
+	ts := sluicetest.Start(t, sluicetest.Options{Server: server.Config{}, Engine: engine.Config{}})
 	t.Run("inline commands", func(t *testing.T) {
-		c, r := rawConn(t, ts.addr)
+		c, r := rawConn(t, ts.Addr)
 		io.WriteString(c, "PING\r\nSET inline \"a b\"\r\nGET inline\r\n")
 		for _, want := range []string{"+PONG\r\n", "+OK\r\n", "$3\r\n", "a b\r\n"} {
 			if line, _ := r.ReadString('\n'); line != want {
@@ -371,8 +372,8 @@ func TestProtocolEdges(t *testing.T) {
 	})
 	t.Run("binary keys", func(t *testing.T) {
 		key := string([]byte{0, 1, '\r', '\n', 0xff, ' '})
-		ts.expect(t, ints(0, 2, 1, -1, 1), "CL.THROTTLE", key, "1", "1", "1")
-		ts.expect(t, "gcra", "TYPE", key)
+		ts.Expect(t, sluicetest.Ints(0, 2, 1, -1, 1), "CL.THROTTLE", key, "1", "1", "1")
+		ts.Expect(t, "gcra", "TYPE", key)
 	})
 	for _, c := range []struct{ name, send, want string }{
 		{"absurd bulk length", "*2\r\n$3\r\nGET\r\n$9223372036854775807\r\nx\r\n", "-ERR Protocol error"},
@@ -381,7 +382,7 @@ func TestProtocolEdges(t *testing.T) {
 		{"dollar first", "$3\r\nfoo\r\n", "-ERR Protocol error"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			conn, r := rawConn(t, ts.addr)
+			conn, r := rawConn(t, ts.Addr)
 			io.WriteString(conn, c.send)
 			line, _ := r.ReadString('\n')
 			if !strings.HasPrefix(line, c.want) {
@@ -390,12 +391,12 @@ func TestProtocolEdges(t *testing.T) {
 		})
 	}
 	t.Run("claimed 512MB bulk then hang up", func(t *testing.T) {
-		conn, _ := rawConn(t, ts.addr)
+		conn, _ := rawConn(t, ts.Addr)
 		io.WriteString(conn, "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$536870912\r\nabc")
 		conn.Close()
 	})
 	t.Run("disconnect mid-pipeline", func(t *testing.T) {
-		conn, _ := rawConn(t, ts.addr)
+		conn, _ := rawConn(t, ts.Addr)
 		var b strings.Builder
 		for i := 0; i < 2000; i++ {
 			b.WriteString("*6\r\n$11\r\nCL.THROTTLE\r\n$3\r\nmid\r\n$4\r\n9999\r\n$1\r\n1\r\n$4\r\n3600\r\n$1\r\n1\r\n")
@@ -405,8 +406,8 @@ func TestProtocolEdges(t *testing.T) {
 	})
 	// The server is unharmed and every full command sent before the hang
 	// up either ran or did not, exactly once.
-	ts.expect(t, "PONG", "PING")
-	v := ts.do(t, "CL.THROTTLE", "mid", "9999", "1", "3600", "0").([]any)
+	ts.Expect(t, "PONG", "PING")
+	v := ts.Do(t, "CL.THROTTLE", "mid", "9999", "1", "3600", "0").([]any)
 	if used := 10000 - v[2].(int64); used > 1999 {
 		t.Fatalf("mid-pipeline hang up charged %d, more than the 1999 full commands sent", used)
 	}
@@ -433,12 +434,12 @@ func TestDebugIsGated(t *testing.T) {
 }
 
 func TestCommandIntrospection(t *testing.T) {
-	ts := startServer(t, server.Config{}, engine.Config{})
-	n := ts.do(t, "COMMAND", "COUNT").(int64)
+	ts := sluicetest.Start(t, sluicetest.Options{Server: server.Config{}, Engine: engine.Config{}})
+	n := ts.Do(t, "COMMAND", "COUNT").(int64)
 	if n < 40 {
 		t.Fatalf("COMMAND COUNT = %d", n)
 	}
-	info, err := ts.rdb.Command(ctx).Result()
+	info, err := ts.Client.Command(ctx).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -451,11 +452,11 @@ func TestCommandIntrospection(t *testing.T) {
 	if len(info) != int(n) {
 		t.Fatalf("COMMAND: %d entries, COMMAND COUNT %d", len(info), n)
 	}
-	docs := ts.do(t, "COMMAND", "DOCS", "sw.check").([]any)
+	docs := ts.Do(t, "COMMAND", "DOCS", "sw.check").([]any)
 	if docs[0] != "sw.check" || !strings.Contains(fmt.Sprint(docs[1]), "Sliding window") {
 		t.Fatalf("COMMAND DOCS: %v", docs)
 	}
-	infoText := ts.do(t, "INFO").(string)
+	infoText := ts.Do(t, "INFO").(string)
 	for _, want := range []string{"# Server", "# Clients", "# Memory", "# Stats", "# Keyspace", "used_memory:", "decisions_allowed:"} {
 		if !strings.Contains(infoText, want) {
 			t.Fatalf("INFO lacks %q", want)
@@ -481,18 +482,18 @@ func contains(list []string, s string) bool {
 }
 
 func TestScanVisitsEveryKey(t *testing.T) {
-	ts := startServer(t, server.Config{}, engine.Config{Shards: 4})
+	ts := sluicetest.Start(t, sluicetest.Options{Server: server.Config{}, Engine: engine.Config{Shards: 4}})
 	want := map[string]bool{}
 	for i := 0; i < 500; i++ {
 		k := "scan:" + strconv.Itoa(i)
 		want[k] = true
-		ts.do(t, "SW.CHECK", k, "10", "60")
+		ts.Do(t, "SW.CHECK", k, "10", "60")
 	}
-	ts.do(t, "SET", "other", "1")
+	ts.Do(t, "SET", "other", "1")
 	seen := map[string]int{}
 	var cursor uint64
 	for {
-		keys, next, err := ts.rdb.Scan(ctx, cursor, "scan:*", 50).Result()
+		keys, next, err := ts.Client.Scan(ctx, cursor, "scan:*", 50).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -511,22 +512,22 @@ func TestScanVisitsEveryKey(t *testing.T) {
 			t.Fatalf("SCAN: %s seen %d times", k, n)
 		}
 	}
-	keys := ts.do(t, "KEYS", "scan:1*").([]any)
+	keys := ts.Do(t, "KEYS", "scan:1*").([]any)
 	if len(keys) != 111 {
 		t.Fatalf("KEYS scan:1* = %d keys, want 111", len(keys))
 	}
-	typed, _, err := ts.rdb.ScanType(ctx, 0, "*", 1000, "string").Result()
+	typed, _, err := ts.Client.ScanType(ctx, 0, "*", 1000, "string").Result()
 	if err != nil || len(typed) > 1 {
 		t.Fatalf("SCAN TYPE string: %v %v", typed, err)
 	}
 }
 
 func TestGracefulClose(t *testing.T) {
-	ts := startServer(t, server.Config{}, engine.Config{})
-	ts.expect(t, "PONG", "PING")
+	ts := sluicetest.Start(t, sluicetest.Options{Server: server.Config{}, Engine: engine.Config{}})
+	ts.Expect(t, "PONG", "PING")
 	done := make(chan struct{})
 	go func() {
-		ts.srv.Close()
+		ts.Server.Close()
 		close(done)
 	}()
 	select {
@@ -534,7 +535,7 @@ func TestGracefulClose(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close did not return with an idle client connected")
 	}
-	if err := ts.rdb.Do(ctx, "PING").Err(); err == nil {
+	if err := ts.Client.Do(ctx, "PING").Err(); err == nil {
 		t.Fatal("PING after Close succeeded")
 	}
 }

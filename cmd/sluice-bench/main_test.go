@@ -3,10 +3,11 @@ package main
 import (
 	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/sluicetest"
 )
 
 func TestExperimentUsage(t *testing.T) {
@@ -29,12 +30,7 @@ func TestExperimentUsage(t *testing.T) {
 // The subcommand runs an experiment (flags after the name), writes its
 // files and prints its markdown.
 func TestExperimentSubcommand(t *testing.T) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("redis-server is required under CI: %v", err)
-		}
-		t.Skipf("redis-server not installed: %v", err)
-	}
+	sluicetest.Require(t, "redis-server")
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
 	code := run([]string{"experiment", "reset-race", "--smoke", "-q", "--out", dir}, &out, &errb)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/sluicetest"
 )
 
 // TestClusterWithRealClients starts three real sluice-server processes as
@@ -83,7 +85,7 @@ func TestClusterWithRealClients(t *testing.T) {
 	}
 
 	// redis-cli -c follows the redirect from a follower.
-	cli := requireRedisCLI(t)
+	cli := sluicetest.Require(t, "redis-cli")
 	host, port, _ := strings.Cut(addr2, ":")
 	out, err := exec.Command(cli, "-c", "-h", host, "-p", port, "CL.THROTTLE", "user:2", "4", "1", "60").CombinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != "0\n5\n4\n-1\n60" {

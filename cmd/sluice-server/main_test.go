@@ -4,38 +4,24 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
-)
 
-// requireRedisCLI finds redis-cli; under CI its absence is a failure, since
-// CI installs it.
-func requireRedisCLI(t *testing.T) string {
-	t.Helper()
-	path, err := exec.LookPath("redis-cli")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("redis-cli is required under CI: %v", err)
-		}
-		t.Skip("redis-cli not installed")
-	}
-	return path
-}
+	"github.com/sluicehq/sluice/internal/sluicetest"
+)
 
 // startBinary builds sluice-server, starts it on a free port and returns
 // its address once it logs that it is ready.
 func startBinary(t *testing.T, args ...string) (addr string, cmd *exec.Cmd) {
 	t.Helper()
-	cmd = exec.Command(buildBinary(t), append([]string{"--port", "0"}, args...)...)
+	cmd = exec.Command(sluicetest.Binary(t), append([]string{"--port", "0"}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -63,36 +49,10 @@ func startBinary(t *testing.T, args ...string) (addr string, cmd *exec.Cmd) {
 	return addr, cmd
 }
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// buildBinary builds sluice-server once per test run.
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "sluice-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "sluice-server")
-		if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
-
 // TestBinaryWithRedisCLI drives the real binary with redis-cli and stops it
 // with SIGTERM.
 func TestBinaryWithRedisCLI(t *testing.T) {
-	cli := requireRedisCLI(t)
+	cli := sluicetest.Require(t, "redis-cli")
 	addr, cmd := startBinary(t, "--enable-debug-command", "local", "--requirepass", "pw", "--dir", t.TempDir())
 	host, port, _ := strings.Cut(addr, ":")
 	run := func(args ...string) string {
