@@ -179,9 +179,7 @@ func (e *Engine) JournalSeq() uint64 { return e.journalSeq.Load() }
 // spanning shards waits for the commands before it and runs alone on the
 // shards it needs. The caller supplies now and keeps it from running
 // backwards (the server clock; in a cluster, the applied time).
-func (e *Engine) Execute(b *Batch, now int64) { e.executeAt(b, now) }
-
-func (e *Engine) executeAt(b *Batch, now int64) {
+func (e *Engine) Execute(b *Batch, now int64) {
 	if cap(b.Replies) < len(b.Cmds) {
 		b.Replies = make([]Reply, len(b.Cmds), cap(b.Cmds))
 	}

@@ -460,7 +460,7 @@ func (e *Engine) Replay(rec []byte, covered func(shard int, seq uint64) bool) (n
 	}
 	b := &Batch{replaying: true}
 	b.Cmds = d.Cmds
-	e.executeAt(b, d.Now)
+	e.Execute(b, d.Now)
 	for i := range b.Replies {
 		if r := &b.Replies[i]; r.Kind == ReplyError && !errors.Is(r.Err, ErrWrongType) {
 			return d.Now, fmt.Errorf("replaying %v: %w", d.Cmds[i].Op, r.Err)
