@@ -4,8 +4,9 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/sluicehq/sluice/shard"
 	"github.com/tidwall/match"
+
+	"github.com/sluicehq/sluice/shard"
 )
 
 // Keys: DEL, EXISTS, TYPE, TTL, EXPIRE, PERSIST on one key, and KEYS, SCAN

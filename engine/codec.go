@@ -1,0 +1,145 @@
+package engine
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// The command codec: how commands travel in journal records and in Raft
+// entries. Only writes are encoded; a decoder accepts exactly the shapes the
+// op table allows.
+
+func appendCommand(buf []byte, c *Command) []byte {
+	buf = append(buf, byte(c.Op), byte(c.Multi))
+	buf = binary.AppendUvarint(buf, uint64(c.Flags))
+	buf = binary.AppendUvarint(buf, uint64(len(c.Key)))
+	buf = append(buf, c.Key...)
+	buf = binary.AppendUvarint(buf, uint64(len(c.Value)))
+	buf = append(buf, c.Value...)
+	for _, n := range c.N {
+		buf = binary.AppendVarint(buf, n)
+	}
+	// Sub-commands (LIMIT.ALL, multi-key DEL): one level deep.
+	buf = binary.AppendUvarint(buf, uint64(len(c.Sub)))
+	for i := range c.Sub {
+		buf = appendCommand(buf, &c.Sub[i])
+	}
+	return buf
+}
+
+// EncodeCommands appends a self-delimiting encoding of cmds to buf: the
+// format cluster mode replicates, and the journal's body.
+func EncodeCommands(buf []byte, cmds []Command) []byte {
+	buf = binary.AppendUvarint(buf, uint64(len(cmds)))
+	for i := range cmds {
+		buf = appendCommand(buf, &cmds[i])
+	}
+	return buf
+}
+
+// DecodeCommands parses what EncodeCommands wrote, appending to into.
+// Commands alias b. Only state-changing operations are accepted.
+func DecodeCommands(b []byte, into []Command) ([]Command, []byte, error) {
+	r := reader{b: b}
+	n := r.uvarint()
+	if r.err != nil || n > uint64(len(b)) {
+		return into, nil, errBadRecord
+	}
+	for i := uint64(0); i < n; i++ {
+		c, err := r.command(0)
+		if err != nil {
+			return into, nil, err
+		}
+		into = append(into, c)
+	}
+	return into, r.b, nil
+}
+
+func (r *reader) command(depth int) (Command, error) {
+	var c Command
+	c.Op = Op(r.byte())
+	c.Multi = MultiKind(r.byte())
+	c.Flags = Flags(r.uvarint())
+	c.Key = r.bytes()
+	c.Value = r.bytes()
+	for k := range c.N {
+		c.N[k] = r.varint()
+	}
+	subs := r.uvarint()
+	if r.err != nil || subs > uint64(len(r.b)) || (subs > 0 && depth > 0) {
+		return c, errBadRecord
+	}
+	for i := uint64(0); i < subs; i++ {
+		sub, err := r.command(depth + 1)
+		if err != nil {
+			return c, err
+		}
+		c.Sub = append(c.Sub, sub)
+	}
+	// Only writes travel; sub-commands only under a multi-key write or
+	// LIMIT.ALL, and never nested.
+	spec := c.Op.spec()
+	switch {
+	case !spec.Writes:
+		return c, fmt.Errorf("%w: op %d does not write", errBadRecord, c.Op)
+	case spec.Keys == KeysLimits && len(c.Sub) == 0:
+		return c, fmt.Errorf("%w: LIMIT.ALL without limits", errBadRecord)
+	case len(c.Sub) > 0 && spec.Keys != KeysOne && spec.Keys != KeysLimits:
+		return c, fmt.Errorf("%w: op %d has sub-commands", errBadRecord, c.Op)
+	}
+	for i := range c.Sub {
+		if sub := c.Sub[i].Op.spec(); spec.Keys == KeysLimits && !sub.Decision || spec.Keys == KeysOne && c.Sub[i].Op != c.Op {
+			return c, fmt.Errorf("%w: op %d under op %d", errBadRecord, c.Sub[i].Op, c.Op)
+		}
+	}
+	return c, nil
+}
+
+var errBadRecord = errors.New("malformed journal record")
+
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) byte() byte {
+	if len(r.b) == 0 {
+		r.err = errBadRecord
+		return 0
+	}
+	v := r.b[0]
+	r.b = r.b[1:]
+	return v
+}
+
+func (r *reader) uvarint() uint64 {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.err = errBadRecord
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) varint() int64 {
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.err = errBadRecord
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) bytes() []byte {
+	n := r.uvarint()
+	if r.err != nil || n > uint64(len(r.b)) {
+		r.err = errBadRecord
+		return nil
+	}
+	v := r.b[:n:n]
+	r.b = r.b[n:]
+	return v
+}
