@@ -253,3 +253,22 @@ func TestMisconfRefusesWritesKeepsReads(t *testing.T) {
 		t.Fatalf("after the journal recovered: %+v", r[0])
 	}
 }
+
+// FailWrites takes back what a batch's writes answered, and only theirs:
+// what could not be made durable must not be claimed.
+func TestFailWritesTouchesOnlySuccessfulWrites(t *testing.T) {
+	e := New(Config{Shards: 2})
+	defer e.Close()
+	b := &Batch{Cmds: []Command{
+		{Op: OpSet, Key: []byte("s"), Value: []byte("1")},
+		{Op: OpGet, Key: []byte("s")},
+		{Op: OpIncrBy, Key: []byte("s"), N: [4]int64{1}},
+		{Op: OpThrottle, Key: []byte("g"), N: [4]int64{4, 1, 1e9, 1}},
+	}}
+	e.Execute(b, time.Now().UnixNano())
+	b.Replies[2] = errReply(ErrNotInteger) // a write that had failed anyway
+	b.FailWrites(ErrMisconf)
+	if r := b.Replies; r[0].Err != ErrMisconf || string(r[1].Bulk) != "1" || r[2].Err != ErrNotInteger || r[3].Err != ErrMisconf {
+		t.Fatalf("after FailWrites: %+v", r)
+	}
+}
