@@ -2,6 +2,7 @@ package server
 
 import (
 	"sort"
+	"strings"
 
 	"github.com/sluicehq/sluice/engine"
 )
@@ -64,6 +65,116 @@ type command struct {
 	// limitArgs is, for a decision, how many arguments it takes inside
 	// LIMIT.ALL (name included, MS excluded), where the cost is required.
 	limitArgs int
+
+	// ACL. cats are the categories beyond those the flags imply (write,
+	// read, admin and dangerous, fast or slow). keyPerm is what the
+	// command does with its keys; findKeys, when set, finds them instead
+	// of the key positions. subs are a container's subcommands (CONFIG
+	// GET), each with its own ACL identity; the container's run serves
+	// them all.
+	cats     aclCategory
+	keyPerm  keyPerm
+	findKeys func(args [][]byte, fn func(i int, need keyPerm) bool)
+	subs     []*command
+
+	// Set when the table is built: the index into aclCommands, the name
+	// ACL rules use ("config|get"), the container of a subcommand, and
+	// every category.
+	id       int
+	fullname string
+	parent   *command
+}
+
+// sub is a container's subcommand row: its name, arity (counting the
+// container's name), flags and categories.
+func sub(name string, arity int, flags cmdFlag, cats aclCategory) *command {
+	return &command{name: name, arity: arity, flags: flags, cats: cats}
+}
+
+// subcommand is the row ACL checks for args: the subcommand args[1]
+// names, or cmd itself.
+func (cmd *command) subcommand(args [][]byte) *command {
+	if len(cmd.subs) > 0 && len(args) > 1 {
+		for _, s := range cmd.subs {
+			if strings.EqualFold(s.name, string(args[1])) {
+				return s
+			}
+		}
+	}
+	return cmd
+}
+
+// keys calls fn with the index and required permission of each key in
+// args, until fn returns false.
+func (cmd *command) keys(args [][]byte, fn func(i int, need keyPerm) bool) {
+	if cmd.findKeys != nil {
+		cmd.findKeys(args, fn)
+		return
+	}
+	if cmd.firstKey <= 0 {
+		return
+	}
+	last := cmd.lastKey
+	if last < 0 {
+		last = len(args) + last
+	}
+	for i := cmd.firstKey; i <= last && i < len(args); i += max(cmd.step, 1) {
+		if !fn(i, cmd.keyPerm) {
+			return
+		}
+	}
+}
+
+// setKeys: SET reads its key too when it returns the old value (GET).
+func setKeys(args [][]byte, fn func(int, keyPerm) bool) {
+	need := permWrite
+	for _, a := range args[3:] {
+		if isWord(a, "get") {
+			need = permAll
+		}
+	}
+	fn(1, need)
+}
+
+// limitAllKeys finds the key of every limit in LIMIT.ALL n <limit>...,
+// stopping where the syntax stops making sense (the parser reports that).
+func limitAllKeys(args [][]byte, fn func(int, keyPerm) bool) {
+	for i := 2; i+1 < len(args); {
+		row := commands[strings.ToLower(string(args[i]))]
+		if row == nil || row.limitArgs == 0 {
+			return
+		}
+		if !fn(i+1, permAll) {
+			return
+		}
+		take := row.limitArgs
+		if i+take < len(args) && isWord(args[i+take], "ms") {
+			take++
+		}
+		i += take
+	}
+}
+
+// categories are the ACL categories the flags imply, as Redis derives
+// them, plus the row's own.
+func (cmd *command) categories() aclCategory {
+	c := cmd.cats
+	if cmd.flags&flagWrite != 0 {
+		c |= catWrite
+	}
+	if cmd.flags&flagReadonly != 0 {
+		c |= catRead
+	}
+	if cmd.flags&flagAdmin != 0 {
+		c |= catAdmin | catDangerous
+	}
+	if cmd.flags&flagFast != 0 {
+		c |= catFast
+	}
+	if c&catFast == 0 {
+		c |= catSlow
+	}
+	return c
 }
 
 // parseInto makes c the row's engine command for args.
@@ -87,144 +198,196 @@ const (
 
 var windowArgs = []argSpec{key("key"), integer("limit"), seconds("window"), opt(integer("cost")), token("MS")}
 
-// commands is the command table, keyed by lower-case name. Read-only after
-// package initialisation.
-var commands = map[string]*command{}
+// commands is the command table, keyed by lower-case name; aclCommands
+// lists every command and subcommand by ACL id (top-level commands in name
+// order, each followed by its subcommands); aclTopCommands the top-level
+// ones. Read-only after package initialisation.
+var (
+	commands       = map[string]*command{}
+	aclCommands    []*command
+	aclTopCommands []*command
+	aclByName      = map[string]*command{}
+)
 
 func init() {
 	for _, c := range commandList() {
 		commands[c.name] = c
 	}
+	aclTopCommands = sortedCommands()
+	for _, c := range aclTopCommands {
+		c.fullname = c.name
+		c.cats = c.categories()
+		c.id = len(aclCommands)
+		aclCommands = append(aclCommands, c)
+		aclByName[c.fullname] = c
+		for _, s := range c.subs {
+			s.parent = c
+			s.fullname = c.name + "|" + s.name
+			s.group, s.since = c.group, c.since
+			s.cats = s.categories()
+			s.id = len(aclCommands)
+			aclCommands = append(aclCommands, s)
+			aclByName[s.fullname] = s
+		}
+	}
 }
+
+// lookupACLCommand finds a command ("get") or subcommand ("config|get")
+// by its lower-case ACL name.
+func lookupACLCommand(name string) *command { return aclByName[name] }
 
 func commandList() []*command {
 	return []*command{
 		// Rate-limit decisions.
-		{name: "cl.throttle", arity: -5, flags: decisionFlags, firstKey: 1, lastKey: 1, step: 1, group: groupLimit, since: "0.1.0",
+		{name: "cl.throttle", cats: catLimiter, keyPerm: permAll, arity: -5, flags: decisionFlags, firstKey: 1, lastKey: 1, step: 1, group: groupLimit, since: "0.1.0",
 			summary: "GCRA decision, redis-cell compatible: count per period with a burst of max_burst+1.",
 			args:    []argSpec{key("key"), integer("max_burst"), integer("count"), seconds("period"), opt(integer("quantity")), token("MS")},
 			op:      engine.OpThrottle, limitArgs: 6, parse: parseThrottle},
-		{name: "sw.check", arity: -4, flags: decisionFlags, firstKey: 1, lastKey: 1, step: 1, group: groupLimit, since: "0.1.0",
+		{name: "sw.check", cats: catLimiter, keyPerm: permAll, arity: -4, flags: decisionFlags, firstKey: 1, lastKey: 1, step: 1, group: groupLimit, since: "0.1.0",
 			summary: "Sliding window counter decision: at most limit per window, estimated from two counters.",
 			args:    windowArgs, op: engine.OpSWCheck, limitArgs: 5, parse: parseWindowCheck},
-		{name: "sl.check", arity: -4, flags: decisionFlags, firstKey: 1, lastKey: 1, step: 1, group: groupLimit, since: "0.1.0",
+		{name: "sl.check", cats: catLimiter, keyPerm: permAll, arity: -4, flags: decisionFlags, firstKey: 1, lastKey: 1, step: 1, group: groupLimit, since: "0.1.0",
 			summary: "Sliding log decision: exactly at most limit units in any rolling window.",
 			args:    windowArgs, op: engine.OpSLCheck, limitArgs: 5, parse: parseWindowCheck},
-		{name: "fw.check", arity: -4, flags: decisionFlags, firstKey: 1, lastKey: 1, step: 1, group: groupLimit, since: "0.1.0",
+		{name: "fw.check", cats: catLimiter, keyPerm: permAll, arity: -4, flags: decisionFlags, firstKey: 1, lastKey: 1, step: 1, group: groupLimit, since: "0.1.0",
 			summary: "Fixed window decision: at most limit per window aligned to the epoch (bursts up to 2x at a boundary).",
 			args:    windowArgs, op: engine.OpFWCheck, limitArgs: 5, parse: parseWindowCheck},
-		{name: "limit.all", arity: -7, flags: flagWrite | flagDenyOOM | flagDecision, firstKey: 0, lastKey: 0, step: 0, group: groupLimit, since: "0.1.0",
+		{name: "limit.all", cats: catLimiter, findKeys: limitAllKeys, arity: -7, flags: flagWrite | flagDenyOOM | flagDecision, firstKey: 0, lastKey: 0, step: 0, group: groupLimit, since: "0.1.0",
 			summary: "All-or-nothing over several decisions: every limit consumes, or none does.",
 			args:    []argSpec{integer("numlimits"), many(str("limit"))},
 			op:      engine.OpLimitAll, parse: parseLimitAll},
-		{name: "limit.refund", arity: 3, flags: flagWrite | flagFast, firstKey: 1, lastKey: 1, step: 1, group: groupLimit, since: "0.1.0",
+		{name: "limit.refund", cats: catLimiter, keyPerm: permAll, arity: 3, flags: flagWrite | flagFast, firstKey: 1, lastKey: 1, step: 1, group: groupLimit, since: "0.1.0",
 			summary: "Give units back to a live limiter (never above full); nil when the key holds no state.",
 			args:    []argSpec{key("key"), integer("amount")}, op: engine.OpRefund, parse: parseRefund},
-		{name: "limit.reset", arity: -2, flags: flagWrite, firstKey: 1, lastKey: -1, step: 1, group: groupLimit, since: "0.1.0",
+		{name: "limit.reset", cats: catLimiter | catKeyspace, keyPerm: permWrite, arity: -2, flags: flagWrite, firstKey: 1, lastKey: -1, step: 1, group: groupLimit, since: "0.1.0",
 			summary: "Forget limiter state; replies how many keys held live limiter state.",
 			args:    []argSpec{many(key("key"))}, op: engine.OpDel, parse: parseKeys(engine.MultiSum, engine.FlagReset)},
-		{name: "limit.info", arity: 2, flags: flagReadonly | flagFast, firstKey: 1, lastKey: 1, step: 1, group: groupLimit, since: "0.1.0",
+		{name: "limit.info", cats: catLimiter, keyPerm: permRead, arity: 2, flags: flagReadonly | flagFast, firstKey: 1, lastKey: 1, step: 1, group: groupLimit, since: "0.1.0",
 			summary: "Family, parameters, remaining and the stored absolute reset time of a limiter.",
 			args:    []argSpec{key("key")}, op: engine.OpInfo, parse: parseKey},
 
 		// Strings.
-		{name: "get", arity: 2, flags: flagReadonly | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "string", since: "1.0.0",
+		{name: "get", cats: catString, keyPerm: permRead, arity: 2, flags: flagReadonly | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "string", since: "1.0.0",
 			summary: "Get the value of a key.", args: []argSpec{key("key")}, op: engine.OpGet, parse: parseKey},
-		{name: "set", arity: -3, flags: flagWrite | flagDenyOOM, firstKey: 1, lastKey: 1, step: 1, group: "string", since: "1.0.0",
+		{name: "set", cats: catString, findKeys: setKeys, arity: -3, flags: flagWrite | flagDenyOOM, firstKey: 1, lastKey: 1, step: 1, group: "string", since: "1.0.0",
 			summary: "Set the string value of a key.",
 			args:    []argSpec{key("key"), str("value"), token("NX"), token("XX"), token("GET"), opt(integer("EX seconds")), opt(integer("PX milliseconds")), opt(integer("EXAT unix-time-seconds")), opt(integer("PXAT unix-time-milliseconds")), token("KEEPTTL")},
 			op:      engine.OpSet, parse: parseSet},
-		{name: "mget", arity: -2, flags: flagReadonly | flagFast, firstKey: 1, lastKey: -1, step: 1, group: "string", since: "1.0.0",
+		{name: "mget", cats: catString, keyPerm: permRead, arity: -2, flags: flagReadonly | flagFast, firstKey: 1, lastKey: -1, step: 1, group: "string", since: "1.0.0",
 			summary: "Get the values of several keys.", args: []argSpec{many(key("key"))}, op: engine.OpGet, parse: parseKeys(engine.MultiArray, 0)},
-		{name: "incr", arity: 2, flags: flagWrite | flagDenyOOM | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "string", since: "1.0.0",
+		{name: "incr", cats: catString, keyPerm: permAll, arity: 2, flags: flagWrite | flagDenyOOM | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "string", since: "1.0.0",
 			summary: "Increment the integer value of a key by one.", args: []argSpec{key("key")}, op: engine.OpIncrBy, parse: parseIncr(1, false)},
-		{name: "decr", arity: 2, flags: flagWrite | flagDenyOOM | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "string", since: "1.0.0",
+		{name: "decr", cats: catString, keyPerm: permAll, arity: 2, flags: flagWrite | flagDenyOOM | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "string", since: "1.0.0",
 			summary: "Decrement the integer value of a key by one.", args: []argSpec{key("key")}, op: engine.OpIncrBy, parse: parseIncr(-1, false)},
-		{name: "incrby", arity: 3, flags: flagWrite | flagDenyOOM | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "string", since: "1.0.0",
+		{name: "incrby", cats: catString, keyPerm: permAll, arity: 3, flags: flagWrite | flagDenyOOM | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "string", since: "1.0.0",
 			summary: "Increment the integer value of a key by a number.", args: []argSpec{key("key"), integer("increment")}, op: engine.OpIncrBy, parse: parseIncr(1, true)},
-		{name: "decrby", arity: 3, flags: flagWrite | flagDenyOOM | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "string", since: "1.0.0",
+		{name: "decrby", cats: catString, keyPerm: permAll, arity: 3, flags: flagWrite | flagDenyOOM | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "string", since: "1.0.0",
 			summary: "Decrement the integer value of a key by a number.", args: []argSpec{key("key"), integer("decrement")}, op: engine.OpIncrBy, parse: parseIncr(-1, true)},
 
 		// Keys.
-		{name: "del", arity: -2, flags: flagWrite, firstKey: 1, lastKey: -1, step: 1, group: "generic", since: "1.0.0",
+		{name: "del", cats: catKeyspace, keyPerm: permWrite, arity: -2, flags: flagWrite, firstKey: 1, lastKey: -1, step: 1, group: "generic", since: "1.0.0",
 			summary: "Delete keys.", args: []argSpec{many(key("key"))}, op: engine.OpDel, parse: parseKeys(engine.MultiSum, 0)},
-		{name: "unlink", arity: -2, flags: flagWrite | flagFast, firstKey: 1, lastKey: -1, step: 1, group: "generic", since: "4.0.0",
+		{name: "unlink", cats: catKeyspace, keyPerm: permWrite, arity: -2, flags: flagWrite | flagFast, firstKey: 1, lastKey: -1, step: 1, group: "generic", since: "4.0.0",
 			summary: "Delete keys.", args: []argSpec{many(key("key"))}, op: engine.OpDel, parse: parseKeys(engine.MultiSum, 0)},
-		{name: "exists", arity: -2, flags: flagReadonly | flagFast, firstKey: 1, lastKey: -1, step: 1, group: "generic", since: "1.0.0",
+		{name: "exists", cats: catKeyspace, arity: -2, flags: flagReadonly | flagFast, firstKey: 1, lastKey: -1, step: 1, group: "generic", since: "1.0.0",
 			summary: "Count how many of the keys exist.", args: []argSpec{many(key("key"))}, op: engine.OpExists, parse: parseKeys(engine.MultiSum, 0)},
-		{name: "type", arity: 2, flags: flagReadonly | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "generic", since: "1.0.0",
+		{name: "type", cats: catKeyspace, arity: 2, flags: flagReadonly | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "generic", since: "1.0.0",
 			summary: "The type of a key: string, gcra, sliding-window, sliding-log, fixed-window or none.", args: []argSpec{key("key")}, op: engine.OpType, parse: parseKey},
-		{name: "ttl", arity: 2, flags: flagReadonly | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "generic", since: "1.0.0",
+		{name: "ttl", cats: catKeyspace, keyPerm: permRead, arity: 2, flags: flagReadonly | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "generic", since: "1.0.0",
 			summary: "Seconds to live; for a limiter, its reset_after.", args: []argSpec{key("key")}, op: engine.OpTTL, parse: parseTTL(false)},
-		{name: "pttl", arity: 2, flags: flagReadonly | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "generic", since: "2.6.0",
+		{name: "pttl", cats: catKeyspace, keyPerm: permRead, arity: 2, flags: flagReadonly | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "generic", since: "2.6.0",
 			summary: "Milliseconds to live; for a limiter, its reset_after.", args: []argSpec{key("key")}, op: engine.OpTTL, parse: parseTTL(true)},
-		{name: "expire", arity: -3, flags: flagWrite | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "generic", since: "1.0.0",
+		{name: "expire", cats: catKeyspace, keyPerm: permWrite, arity: -3, flags: flagWrite | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "generic", since: "1.0.0",
 			summary: "Set a string key's time to live in seconds.", args: []argSpec{key("key"), integer("seconds"), token("NX"), token("XX"), token("GT"), token("LT")},
 			op: engine.OpExpire, parse: parseExpire(unitSeconds, true, "expire")},
-		{name: "pexpire", arity: -3, flags: flagWrite | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "generic", since: "2.6.0",
+		{name: "pexpire", cats: catKeyspace, keyPerm: permWrite, arity: -3, flags: flagWrite | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "generic", since: "2.6.0",
 			summary: "Set a string key's time to live in milliseconds.", args: []argSpec{key("key"), integer("milliseconds"), token("NX"), token("XX"), token("GT"), token("LT")},
 			op: engine.OpExpire, parse: parseExpire(unitMillis, true, "pexpire")},
-		{name: "expireat", arity: -3, flags: flagWrite | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "generic", since: "1.2.0",
+		{name: "expireat", cats: catKeyspace, keyPerm: permWrite, arity: -3, flags: flagWrite | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "generic", since: "1.2.0",
 			summary: "Set a string key's expiry as a unix time in seconds.", args: []argSpec{key("key"), integer("unix-time-seconds"), token("NX"), token("XX"), token("GT"), token("LT")},
 			op: engine.OpExpire, parse: parseExpire(unitSeconds, false, "expireat")},
-		{name: "pexpireat", arity: -3, flags: flagWrite | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "generic", since: "2.6.0",
+		{name: "pexpireat", cats: catKeyspace, keyPerm: permWrite, arity: -3, flags: flagWrite | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "generic", since: "2.6.0",
 			summary: "Set a string key's expiry as a unix time in milliseconds.", args: []argSpec{key("key"), integer("unix-time-milliseconds"), token("NX"), token("XX"), token("GT"), token("LT")},
 			op: engine.OpExpire, parse: parseExpire(unitMillis, false, "pexpireat")},
-		{name: "persist", arity: 2, flags: flagWrite | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "generic", since: "2.2.0",
+		{name: "persist", cats: catKeyspace, keyPerm: permWrite, arity: 2, flags: flagWrite | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "generic", since: "2.2.0",
 			summary: "Remove a string key's expiry.", args: []argSpec{key("key")}, op: engine.OpPersist, parse: parseKey},
-		{name: "scan", arity: -2, flags: flagReadonly, group: "generic", since: "2.8.0",
+		{name: "scan", cats: catKeyspace, arity: -2, flags: flagReadonly, group: "generic", since: "2.8.0",
 			summary: "Iterate the key space.", args: []argSpec{integer("cursor"), opt(str("MATCH pattern")), opt(integer("COUNT count")), opt(str("TYPE type"))},
 			op: engine.OpScan, parse: parseScan},
-		{name: "keys", arity: 2, flags: flagReadonly, group: "generic", since: "1.0.0",
+		{name: "keys", cats: catKeyspace | catDangerous, arity: 2, flags: flagReadonly, group: "generic", since: "1.0.0",
 			summary: "All keys matching a glob pattern (O(N): prefer SCAN).", args: []argSpec{{name: "pattern", typ: "pattern"}}, op: engine.OpKeys, parse: parseKeysPattern},
-		{name: "flushall", arity: -1, flags: flagWrite, group: "server", since: "1.0.0",
+		{name: "flushall", cats: catKeyspace | catDangerous, arity: -1, flags: flagWrite, group: "server", since: "1.0.0",
 			summary: "Remove every key.", args: []argSpec{token("ASYNC"), token("SYNC")}, op: engine.OpFlushAll, parse: parseFlush},
-		{name: "flushdb", arity: -1, flags: flagWrite, group: "server", since: "1.0.0",
+		{name: "flushdb", cats: catKeyspace | catDangerous, arity: -1, flags: flagWrite, group: "server", since: "1.0.0",
 			summary: "Remove every key (Sluice has one database).", args: []argSpec{token("ASYNC"), token("SYNC")}, op: engine.OpFlushAll, parse: parseFlush},
-		{name: "dbsize", arity: 1, flags: flagReadonly | flagFast, group: "server", since: "1.0.0",
+		{name: "dbsize", cats: catKeyspace, arity: 1, flags: flagReadonly | flagFast, group: "server", since: "1.0.0",
 			summary: "Number of keys, counting expired ones not yet swept.", run: cmdDBSize},
 
 		// Connection and server.
-		{name: "ping", arity: -1, flags: flagFast | flagStale, group: "connection", since: "1.0.0",
+		{name: "ping", cats: catConnection, arity: -1, flags: flagFast | flagStale, group: "connection", since: "1.0.0",
 			summary: "PONG, or the message.", args: []argSpec{opt(str("message"))}, run: cmdPing},
-		{name: "echo", arity: 2, flags: flagFast | flagStale, group: "connection", since: "1.0.0",
+		{name: "echo", cats: catConnection, arity: 2, flags: flagFast | flagStale, group: "connection", since: "1.0.0",
 			summary: "Echo the message.", args: []argSpec{str("message")}, run: cmdEcho},
-		{name: "quit", arity: -1, flags: flagFast | flagNoAuth | flagStale, group: "connection", since: "1.0.0",
+		{name: "quit", cats: catConnection, arity: -1, flags: flagFast | flagNoAuth | flagStale, group: "connection", since: "1.0.0",
 			summary: "Close the connection.", run: cmdQuit},
-		{name: "hello", arity: -1, flags: flagFast | flagNoAuth | flagStale, group: "connection", since: "6.0.0",
+		{name: "hello", cats: catConnection, arity: -1, flags: flagFast | flagNoAuth | flagStale, group: "connection", since: "6.0.0",
 			summary: "Handshake: protocol 2 (RESP3 answers NOPROTO), optional AUTH and SETNAME.",
 			args:    []argSpec{opt(integer("protover")), opt(str("AUTH username password")), opt(str("SETNAME clientname"))}, run: cmdHello},
-		{name: "auth", arity: -2, flags: flagFast | flagNoAuth | flagStale, group: "connection", since: "1.0.0",
+		{name: "auth", cats: catConnection, arity: -2, flags: flagFast | flagNoAuth | flagStale, group: "connection", since: "1.0.0",
 			summary: "Authenticate with requirepass.", args: []argSpec{opt(str("username")), str("password")}, run: cmdAuth},
-		{name: "select", arity: 2, flags: flagFast | flagStale, group: "connection", since: "1.0.0",
+		{name: "acl", arity: -2, group: "server", since: "6.0.0",
+			summary: "ACL SETUSER|GETUSER|DELUSER|LIST|USERS|WHOAMI|CAT|LOG|SAVE|LOAD|GENPASS|DRYRUN: users and their permissions.",
+			args:    []argSpec{str("subcommand"), opt(many(str("arg")))},
+			subs: []*command{
+				sub("cat", -2, 0, 0), sub("deluser", -3, flagAdmin, 0), sub("dryrun", -4, flagAdmin, 0), sub("genpass", -2, 0, 0),
+				sub("getuser", 3, flagAdmin, 0), sub("help", 2, 0, 0), sub("list", 2, flagAdmin, 0), sub("load", 2, flagAdmin, 0),
+				sub("log", -2, flagAdmin, 0), sub("save", 2, flagAdmin, 0), sub("setuser", -3, flagAdmin, 0), sub("users", 2, flagAdmin, 0),
+				sub("whoami", 2, 0, 0),
+			},
+			run: cmdACL},
+		{name: "select", cats: catConnection, arity: 2, flags: flagFast | flagStale, group: "connection", since: "1.0.0",
 			summary: "Select database 0 (the only one).", args: []argSpec{integer("index")}, run: cmdSelect},
 		{name: "client", arity: -2, flags: flagStale, group: "connection", since: "2.4.0",
-			summary: "CLIENT SETNAME|GETNAME|ID|SETINFO|LIST|INFO.", args: []argSpec{str("subcommand"), opt(many(str("arg")))}, run: cmdClient},
-		{name: "command", arity: -1, flags: flagStale, group: "server", since: "2.8.13",
-			summary: "COMMAND, COMMAND COUNT|INFO|DOCS|LIST.", args: []argSpec{opt(str("subcommand")), opt(many(str("arg")))}, run: cmdCommand},
-		{name: "info", arity: -1, flags: flagStale, group: "server", since: "1.0.0",
+			summary: "CLIENT SETNAME|GETNAME|ID|SETINFO|LIST|INFO.", args: []argSpec{str("subcommand"), opt(many(str("arg")))}, subs: []*command{
+				sub("setname", 3, 0, catConnection), sub("getname", 2, 0, catConnection), sub("id", 2, 0, catConnection),
+				sub("setinfo", 4, 0, catConnection), sub("list", -2, flagAdmin, catConnection), sub("info", 2, 0, catConnection),
+			},
+			run: cmdClient},
+		{name: "command", cats: catConnection, arity: -1, flags: flagStale, group: "server", since: "2.8.13",
+			summary: "COMMAND, COMMAND COUNT|INFO|DOCS|LIST.", args: []argSpec{opt(str("subcommand")), opt(many(str("arg")))}, subs: []*command{
+				sub("count", 2, 0, catConnection), sub("docs", -2, 0, catConnection), sub("info", -2, 0, catConnection), sub("list", -2, 0, catConnection),
+			},
+			run: cmdCommand},
+		{name: "info", cats: catDangerous, arity: -1, flags: flagStale, group: "server", since: "1.0.0",
 			summary: "Server information: server, clients, memory, stats, keyspace.", args: []argSpec{opt(many(str("section")))}, run: cmdInfo},
-		{name: "config", arity: -2, flags: flagAdmin | flagStale, group: "server", since: "2.0.0",
-			summary: "CONFIG GET pattern / CONFIG SET parameter value / CONFIG RESETSTAT.", args: []argSpec{str("subcommand"), opt(many(str("arg")))}, run: cmdConfig},
+		{name: "config", arity: -2, flags: flagStale, group: "server", since: "2.0.0",
+			summary: "CONFIG GET pattern / CONFIG SET parameter value / CONFIG RESETSTAT.", args: []argSpec{str("subcommand"), opt(many(str("arg")))}, subs: []*command{
+				sub("get", -3, flagAdmin, 0), sub("set", -4, flagAdmin, 0), sub("resetstat", 2, flagAdmin, 0),
+			},
+			run: cmdConfig},
 		{name: "time", arity: 1, flags: flagFast | flagStale, group: "server", since: "2.6.0",
 			summary: "The server clock: unix seconds and microseconds.", run: cmdTime},
 		{name: "save", arity: 1, flags: flagAdmin, group: "server", since: "1.0.0",
 			summary: "Take a snapshot now and compact the append-only file.", run: cmdSave},
 		{name: "bgsave", arity: -1, flags: flagAdmin, group: "server", since: "1.0.0",
 			summary: "Take a snapshot in the background.", args: []argSpec{token("SCHEDULE")}, run: cmdBgsave},
-		{name: "lastsave", arity: 1, flags: flagFast | flagStale, group: "server", since: "1.0.0",
+		{name: "lastsave", cats: catAdmin | catDangerous, arity: 1, flags: flagFast | flagStale, group: "server", since: "1.0.0",
 			summary: "Unix time of the last successful snapshot.", run: cmdLastsave},
-		{name: "readonly", arity: 1, flags: flagFast | flagStale, group: "cluster", since: "3.0.0",
+		{name: "readonly", cats: catConnection, arity: 1, flags: flagFast | flagStale, group: "cluster", since: "3.0.0",
 			summary: "Let this connection read from a follower's applied state (cluster mode).", run: cmdReadonly},
-		{name: "readwrite", arity: 1, flags: flagFast | flagStale, group: "cluster", since: "3.0.0",
+		{name: "readwrite", cats: catConnection, arity: 1, flags: flagFast | flagStale, group: "cluster", since: "3.0.0",
 			summary: "Send this connection's reads to the leader again (cluster mode).", run: cmdReadwrite},
-		{name: "asking", arity: 1, flags: flagFast, group: "cluster", since: "3.0.0",
+		{name: "asking", cats: catConnection, arity: 1, flags: flagFast, group: "cluster", since: "3.0.0",
 			summary: "Accepted for cluster clients; one group owns every slot, so it changes nothing.", run: cmdAsking},
-		{name: "role", arity: 1, flags: flagFast | flagStale | flagNoScript, group: "server", since: "2.8.12",
+		{name: "role", cats: catAdmin | catDangerous, arity: 1, flags: flagFast | flagStale | flagNoScript, group: "server", since: "2.8.12",
 			summary: "master with its replicas, or slave with its leader (cluster mode: the Raft leader is the master).", run: cmdRole},
 		{name: "cluster", arity: -2, flags: flagStale, group: "cluster", since: "3.0.0",
 			summary: "CLUSTER SLOTS|SHARDS|NODES|INFO|MYID|KEYSLOT, and CLUSTER JOIN id raft-addr client-addr / FORGET id for membership.",
-			args:    []argSpec{str("subcommand"), opt(many(str("arg")))}, run: cmdCluster},
+			args:    []argSpec{str("subcommand"), opt(many(str("arg")))}, subs: []*command{
+				sub("slots", 2, 0, 0), sub("shards", 2, 0, 0), sub("nodes", 2, 0, 0), sub("info", 2, 0, 0), sub("myid", 2, 0, 0),
+				sub("keyslot", 3, 0, 0), sub("join", 5, flagAdmin, catCluster), sub("forget", 3, flagAdmin, catCluster),
+			},
+			run: cmdCluster},
 		{name: "debug", arity: -2, flags: flagAdmin, group: "server", since: "1.0.0",
 			summary: "DEBUG CLOCK SET unix_ms|ADVANCE ms|GET|REAL (needs --enable-debug-command).", args: []argSpec{str("subcommand"), opt(many(str("arg")))}, run: cmdDebug},
 	}

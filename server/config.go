@@ -89,6 +89,13 @@ func (s *Server) configSet(name, value string) error {
 		s.maxClients.Store(n)
 	case "requirepass":
 		s.requirePass.Store(&value)
+		ops := [][]byte{[]byte("resetpass"), []byte("nopass")}
+		if value != "" {
+			ops[1] = append([]byte(">"), value...)
+		}
+		if err := s.acl.setUser("default", ops); err != nil {
+			return err
+		}
 	case "maxmemory-policy":
 		if value != "noeviction" {
 			return errors.New("only noeviction is supported: live limiter state is never evicted")

@@ -40,9 +40,13 @@ type client struct {
 	libVer  string
 	lastCmd string
 
-	authed   bool
-	quit     bool
-	readonly bool // READONLY: reads may be served by a follower
+	// user is who the connection is authenticated as (the default user
+	// until AUTH); written by the connection's goroutine under mu.
+	user         *userRef
+	authed       bool
+	authFailures int
+	quit         bool
+	readonly     bool // READONLY: reads may be served by a follower
 
 	rbuf       []byte
 	start, end int
@@ -72,7 +76,9 @@ func newClient(s *Server, nc net.Conn) *client {
 	if tcp, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
 		cl.local = tcp.IP.IsLoopback()
 	}
-	cl.authed = *s.requirePass.Load() == ""
+	cl.user = s.acl.defaultUser()
+	def := cl.user.rules.Load()
+	cl.authed = def.enabled && def.nopass
 	return cl
 }
 
@@ -207,9 +213,30 @@ func (c *client) dispatch(args [][]byte) {
 		c.replyError(fmt.Errorf("wrong number of arguments for '%s' command", cmd.name))
 		return
 	}
+	if len(cmd.subs) > 0 && len(args) > 1 {
+		// A container's subcommand is looked up, and its arity checked,
+		// before anything else, as Redis does.
+		sub := cmd.subcommand(args)
+		if sub == cmd {
+			c.replyError(unknownSubcommand(cmd, args[1]))
+			return
+		}
+		if (sub.arity > 0 && len(args) != sub.arity) || (sub.arity < 0 && len(args) < -sub.arity) {
+			c.replyError(fmt.Errorf("wrong number of arguments for '%s' command", sub.fullname))
+			return
+		}
+	}
 	if !c.authed && cmd.flags&flagNoAuth == 0 {
 		c.replyError(errNoAuth)
 		return
+	}
+	// The default user (every command, every key) costs one load and two
+	// tests here; anything narrower is checked against its rules.
+	if u := c.user.rules.Load(); !u.allCommands || !u.allKeys {
+		if err := c.checkACL(u, cmd, args); err != nil {
+			c.replyError(err)
+			return
+		}
 	}
 	if cmd.parse == nil {
 		c.flushBatch() // server-level commands see every earlier command done
@@ -224,6 +251,39 @@ func (c *client) dispatch(args [][]byte) {
 		return
 	}
 	c.slots = append(c.slots, slot{idx: int32(len(c.batch.Cmds) - 1)})
+}
+
+// checkACL refuses a command the connection's user may not run, or one
+// touching a key it may not, and records the refusal (INFO, ACL LOG).
+func (c *client) checkACL(u *aclUser, cmd *command, args [][]byte) error {
+	d, at := u.check(cmd, args)
+	switch d {
+	case aclDeniedCmd:
+		c.s.cmdDenied.Add(1)
+		name := cmd.subcommand(args).fullname
+		c.s.aclLog.add(aclLogEntry{reason: "command", object: name, username: u.name, at: time.Now(), client: c.describe()})
+		return &permError{command: name}
+	case aclDeniedKey:
+		c.s.keyDenied.Add(1)
+		c.s.aclLog.add(aclLogEntry{reason: "key", object: string(args[at]), username: u.name, at: time.Now(), client: c.describe()})
+		return &permError{}
+	}
+	return nil
+}
+
+// userName is the connection's user, for ACL WHOAMI and CLIENT LIST.
+func (c *client) userName() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.user.name
+}
+
+func unknownSubcommand(cmd *command, sub []byte) error {
+	name := string(sub)
+	if len(name) > 128 {
+		name = name[:128]
+	}
+	return fmt.Errorf("unknown subcommand '%s'. Try %s HELP.", name, strings.ToUpper(cmd.name))
 }
 
 func unknownCommand(args [][]byte) error {

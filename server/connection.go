@@ -42,36 +42,28 @@ func cmdSelect(s *Server, c *client, args [][]byte) {
 	}
 }
 
-// checkPassword compares in constant time is not needed for a shared
-// secret checked once per connection, but the comparison must not leak
-// the password into logs or replies.
-func (s *Server) checkPassword(user, pass string) error {
-	want := *s.requirePass.Load()
-	if want == "" {
-		return errNoPass
-	}
-	if (user != "" && user != "default") || pass != want {
-		return errBadPass
-	}
-	return nil
-}
-
+// cmdAuth: AUTH password (the default user, as requirepass) or AUTH
+// username password.
 func cmdAuth(s *Server, c *client, args [][]byte) {
-	var user, pass string
+	user, pass := "default", args[len(args)-1]
 	switch len(args) {
 	case 2:
-		pass = string(args[1])
+		// As Redis: the one-argument form is an error, not a success,
+		// while the default user needs no password.
+		if def := s.acl.defaultUser().rules.Load(); def.nopass {
+			c.writeError(errNoPass)
+			return
+		}
 	case 3:
-		user, pass = string(args[1]), string(args[2])
+		user = string(args[1])
 	default:
 		c.writeError(errSyntax)
 		return
 	}
-	if err := s.checkPassword(user, pass); err != nil {
+	if err := s.authenticate(c, user, pass, args[0]); err != nil {
 		c.writeError(err)
 		return
 	}
-	c.authed = true
 	c.writeOK()
 }
 
@@ -91,15 +83,13 @@ func cmdHello(s *Server, c *client, args [][]byte) {
 		}
 	}
 	var setName []byte
-	authed := c.authed
 	for i := 2; i < len(args); i++ {
 		switch {
 		case isWord(args[i], "auth") && i+2 < len(args):
-			if err := s.checkPassword(string(args[i+1]), string(args[i+2])); err != nil {
+			if err := s.authenticate(c, string(args[i+1]), args[i+2], args[0]); err != nil {
 				c.writeError(err)
 				return
 			}
-			authed = true
 			i += 2
 		case isWord(args[i], "setname") && i+1 < len(args):
 			setName = args[i+1]
@@ -109,11 +99,10 @@ func cmdHello(s *Server, c *client, args [][]byte) {
 			return
 		}
 	}
-	if !authed {
+	if !c.authed {
 		c.writeError(errNoAuth)
 		return
 	}
-	c.authed = true
 	if setName != nil {
 		if err := validName(setName); err != nil {
 			c.writeError(err)
@@ -228,6 +217,6 @@ func cmdClient(s *Server, c *client, args [][]byte) {
 func (c *client) describe() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return fmt.Sprintf("id=%d addr=%s laddr=%s name=%s age=%d db=0 cmd=%s lib-name=%s lib-ver=%s",
-		c.id, c.addr, c.nc.LocalAddr(), c.name, int(time.Since(c.created).Seconds()), c.lastCmd, c.libName, c.libVer)
+	return fmt.Sprintf("id=%d addr=%s laddr=%s name=%s age=%d db=0 cmd=%s user=%s lib-name=%s lib-ver=%s",
+		c.id, c.addr, c.nc.LocalAddr(), c.name, int(time.Since(c.created).Seconds()), c.lastCmd, c.user.name, c.libName, c.libVer)
 }

@@ -21,6 +21,16 @@ var (
 	errMaxClt  = errors.New("max number of clients reached")
 )
 
+// permError is an ACL refusal: of a command (command set), or of a key.
+type permError struct{ command string }
+
+func (e *permError) Error() string {
+	if e.command != "" {
+		return "this user has no permissions to run the '" + e.command + "' command"
+	}
+	return "this user has no permissions to access one of the keys used as arguments"
+}
+
 // argError names an offending argument.
 type argError struct {
 	name  string
@@ -48,7 +58,10 @@ func badArg(name string, value []byte, err error) error {
 // error's message.
 func errorText(err error) string {
 	var moved *engine.MovedError
+	var perm *permError
 	switch {
+	case errors.As(err, &perm):
+		return "NOPERM " + perm.Error()
 	case errors.As(err, &moved):
 		return "MOVED " + strconv.Itoa(moved.Slot) + " " + moved.Addr
 	case errors.Is(err, engine.ErrWrongType):

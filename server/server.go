@@ -104,8 +104,15 @@ const (
 
 // Config configures a Server. The zero value is usable.
 type Config struct {
-	// RequirePass, when set, is the password AUTH must present. Default none.
+	// RequirePass, when set, is the default user's password (AUTH
+	// password). Default none: the default user needs no password.
 	RequirePass string
+	// ACLFile, when set, is where ACL SAVE writes the users and ACL LOAD
+	// (and LoadACL, at start) reads them. Default none.
+	ACLFile string
+	// AuthMaxFailures closes a connection after this many failed AUTH
+	// attempts. Default 10; negative disables.
+	AuthMaxFailures int
 	// MaxClients bounds concurrent connections. Default 10000.
 	MaxClients int
 	// EnableDebug gates DEBUG (the test clock). Default DebugNo.
@@ -146,6 +153,16 @@ type Server struct {
 	requirePass atomic.Pointer[string]
 	maxClients  atomic.Int64
 
+	acl            *aclStore
+	aclLog         aclLog
+	authThrottle   *authThrottle
+	authDenied     atomic.Int64
+	cmdDenied      atomic.Int64
+	keyDenied      atomic.Int64
+	authLogMu      sync.Mutex
+	authLogLast    time.Time
+	authLogPending int64
+
 	mu        sync.Mutex
 	listeners []net.Listener
 	clients   map[int64]*client
@@ -178,6 +195,9 @@ func New(cfg Config, backend Backend) *Server {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.New(nil)
 	}
+	if cfg.AuthMaxFailures == 0 {
+		cfg.AuthMaxFailures = defaultAuthMaxFailures
+	}
 	if cfg.SweepInterval == 0 {
 		cfg.SweepInterval = 100 * time.Millisecond
 	}
@@ -186,7 +206,8 @@ func New(cfg Config, backend Backend) *Server {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, backend: backend, clock: cfg.Clock, log: log, started: time.Now(),
-		clients: map[int64]*client{}, stop: make(chan struct{})}
+		clients: map[int64]*client{}, stop: make(chan struct{}),
+		acl: newACLStore(cfg.RequirePass), authThrottle: newAuthThrottle()}
 	pass := cfg.RequirePass
 	s.requirePass.Store(&pass)
 	s.maxClients.Store(int64(cfg.MaxClients))
@@ -195,6 +216,16 @@ func New(cfg Config, backend Backend) *Server {
 		go s.sweep(sw)
 	}
 	return s
+}
+
+// LoadACL loads the users from Config.ACLFile, replacing the default user
+// if the file defines it. Call it before serving; an error names the file
+// and every bad line.
+func (s *Server) LoadACL() error {
+	if s.cfg.ACLFile == "" {
+		return nil
+	}
+	return s.aclLoad()
 }
 
 // sweep frees expired records every SweepInterval until Close.
