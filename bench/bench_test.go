@@ -46,6 +46,9 @@ func fakeSluice(mode string, args []string) int {
 			bind = args[i+1]
 		case "--port":
 			port = args[i+1]
+			if port == "auto" {
+				port = "0"
+			}
 		}
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))

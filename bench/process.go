@@ -140,13 +140,13 @@ type SluiceOptions struct {
 	// CPU pins the server to one CPU with taskset when PinCPU is set.
 	CPU    int
 	PinCPU bool
-	// Args are extra arguments after --port 0 --bind 127.0.0.1.
+	// Args are extra arguments after --port auto --bind 127.0.0.1.
 	Args []string
 	// ReadyTimeout bounds the wait for the ready line. Default 10s.
 	ReadyTimeout time.Duration
 }
 
-// StartSluice starts sluice-server with --port 0 --bind 127.0.0.1
+// StartSluice starts sluice-server with --port auto --bind 127.0.0.1
 // --appendonly no (as StartRedis turns Redis's persistence off; an
 // --appendonly in Args overrides it) in a temporary working directory of
 // its own, removed when it exits, so that no server ever loads another's
@@ -169,7 +169,7 @@ func StartSluice(ctx context.Context, opts SluiceOptions) (*Server, error) {
 	if timeout == 0 {
 		timeout = 10 * time.Second
 	}
-	args := []string{"--port", "0", "--bind", "127.0.0.1"}
+	args := []string{"--port", "auto", "--bind", "127.0.0.1"}
 	if !slices.ContainsFunc(opts.Args, func(a string) bool { return strings.HasPrefix(strings.TrimLeft(a, "-"), "appendonly") }) {
 		args = append(args, "--appendonly", "no")
 	}

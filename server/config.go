@@ -61,6 +61,11 @@ func (s *Server) configValues() map[string]string {
 		"appendonly":       map[bool]string{true: "yes", false: "no"}[s.cfg.Persistence != nil],
 		"shards":           strconv.Itoa(s.backend.Shards()),
 	}
+	if s.cfg.TLS != nil {
+		for k, val := range s.cfg.TLS.values() {
+			v[k] = val
+		}
+	}
 	if s.cfg.Settings != nil {
 		for k, val := range s.cfg.Settings() {
 			if _, ok := v[k]; !ok {
@@ -96,6 +101,12 @@ func (s *Server) configSet(name, value string) error {
 		if err := s.acl.setUser("default", ops); err != nil {
 			return err
 		}
+	case "tls-cert-file", "tls-key-file", "tls-ca-cert-file", "tls-auth-clients", "tls-protocols", "tls-ciphers", "tls-ciphersuites":
+		if s.cfg.TLS == nil {
+			return errors.New("TLS is not enabled (tls-port is 0)")
+		}
+		// New handshakes take the new files; open connections keep theirs.
+		return s.cfg.TLS.set(name, value)
 	case "maxmemory-policy":
 		if value != "noeviction" {
 			return errors.New("only noeviction is supported: live limiter state is never evicted")

@@ -110,6 +110,9 @@ type Config struct {
 	// ACLFile, when set, is where ACL SAVE writes the users and ACL LOAD
 	// (and LoadACL, at start) reads them. Default none.
 	ACLFile string
+	// TLS, when set, is the client TLS the listeners use (the server only
+	// reports and reloads it: CONFIG GET|SET tls-*). Default none.
+	TLS *TLS
 	// AuthMaxFailures closes a connection after this many failed AUTH
 	// attempts. Default 10; negative disables.
 	AuthMaxFailures int

@@ -50,9 +50,14 @@ var (
 var version = "0.1.0"
 
 type options struct {
-	port        int
+	port        portFlag
+	tlsPort     portFlag
+	tls         server.TLSFiles
+	tlsCluster  string
+	tlsRepl     string
 	bind        string
 	requirePass string
+	aclFile     string
 	maxMemory   string
 	maxClients  int
 	shards      int
@@ -86,9 +91,21 @@ func main() {
 func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("sluice-server", flag.ContinueOnError)
 	fs.SetOutput(out)
-	fs.IntVar(&o.port, "port", 6379, "TCP port to listen on (0 picks a free port)")
+	o.port = portFlag{n: 6379}
+	fs.Var(&o.port, "port", "TCP port for plain connections (0: none, as Redis; auto: a free port, named in the ready line)")
+	fs.Var(&o.tlsPort, "tls-port", "TCP port for TLS connections (0: none; auto: a free port)")
+	fs.StringVar(&o.tls.CertFile, "tls-cert-file", "", "the server's TLS certificate (PEM)")
+	fs.StringVar(&o.tls.KeyFile, "tls-key-file", "", "its private key (PEM)")
+	fs.StringVar(&o.tls.CAFile, "tls-ca-cert-file", "", "CA certificates that client (and cluster member) certificates are checked against")
+	fs.StringVar(&o.tls.AuthClients, "tls-auth-clients", "yes", "require client certificates: yes, optional or no")
+	fs.StringVar(&o.tls.Protocols, "tls-protocols", "", "TLS versions, space separated: TLSv1.2 TLSv1.3 (default both)")
+	fs.StringVar(&o.tls.Ciphers, "tls-ciphers", "", "TLS 1.2 cipher suites, colon separated IANA names (default: Go's secure set)")
+	fs.StringVar(&o.tls.CipherSuites, "tls-ciphersuites", "", "TLS 1.3 cipher suites (Go always offers all three)")
+	fs.StringVar(&o.tlsCluster, "tls-cluster", "no", "Raft traffic between members over mutual TLS with the tls-* files: yes or no")
+	fs.StringVar(&o.tlsRepl, "tls-replication", "no", "connect to other members' client ports (--cluster-join) over TLS: yes or no")
 	fs.StringVar(&o.bind, "bind", "127.0.0.1", "addresses to listen on, space separated")
-	fs.StringVar(&o.requirePass, "requirepass", "", "password clients must AUTH with (empty: none)")
+	fs.StringVar(&o.requirePass, "requirepass", "", "the default user's password, for AUTH password (empty: none)")
+	fs.StringVar(&o.aclFile, "aclfile", "", "file of ACL users, loaded at start and by ACL LOAD, written by ACL SAVE (empty: none)")
 	fs.StringVar(&o.maxMemory, "maxmemory", "0", "memory limit for stored state (e.g. 512mb; 0: none); past it new state gets -OOM")
 	fs.IntVar(&o.maxClients, "maxclients", 10000, "maximum concurrent connections")
 	fs.IntVar(&o.shards, "shards", 0, "number of shards, rounded up to a power of two (0: 4 x GOMAXPROCS)")
@@ -103,7 +120,7 @@ func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&o.fix, "fix", false, "with --check-log: truncate the file at the first bad record")
 	fs.StringVar(&o.clusterEnabled, "cluster-enabled", "no", "run as a member of a Raft group: yes or no")
 	fs.StringVar(&o.clusterNodeID, "cluster-node-id", "", "this node's id (40 hex characters; default: stored in --dir, or generated)")
-	fs.StringVar(&o.clusterRaftAddr, "cluster-raft-addr", "", "host:port the Raft transport binds (default: bind address, port+10000; port 0 when --port is 0)")
+	fs.StringVar(&o.clusterRaftAddr, "cluster-raft-addr", "", "host:port the Raft transport binds (default: bind address, client port+10000; a free port when the client port is auto)")
 	fs.StringVar(&o.clusterRaftAnn, "cluster-announce-raft-addr", "", "host:port other members dial for Raft (default: the bound Raft address)")
 	fs.StringVar(&o.clusterAnnounce, "cluster-announce-addr", "", "client host:port this node announces in MOVED and CLUSTER replies (default: the listening address)")
 	fs.StringVar(&o.clusterBootstrap, "cluster-bootstrap", "no", "yes on the first node of a new group")
@@ -199,19 +216,26 @@ func run(args []string, stderr io.Writer) int {
 		return 2
 	}
 
-	var listeners []net.Listener
-	for _, host := range strings.Fields(o.bind) {
-		ln, err := net.Listen("tcp", net.JoinHostPort(strings.TrimPrefix(host, "-"), strconv.Itoa(o.port)))
-		if err != nil {
-			log.Error("cannot listen", "bind", host, "port", o.port, "err", err)
-			return 1
+	var clientTLS *server.TLS
+	if o.tlsPort.on() || strings.EqualFold(o.tlsCluster, "yes") {
+		if clientTLS, err = server.NewTLS(o.tls); err != nil {
+			log.Error("bad TLS settings", "err", err)
+			return 2
 		}
-		listeners = append(listeners, ln)
 	}
-	if len(listeners) == 0 {
-		log.Error("nothing to listen on: --bind is empty")
+	listeners, tlsListeners, err := listen(o, clientTLS)
+	if err != nil {
+		log.Error("cannot listen", "err", err)
+		return 1
+	}
+	all := append(append([]net.Listener{}, listeners...), tlsListeners...)
+	if len(all) == 0 {
+		log.Error("Configured to not listen anywhere, exiting.", "bind", o.bind, "port", o.port.String(), "tls-port", o.tlsPort.String())
 		return 2
 	}
+	// The address this node announces and tools read: the first plain
+	// listener, or the first TLS one when there is none.
+	primary := all[0].Addr().String()
 
 	// One clock for the process: the server stamps pipelines with it, and
 	// recovery and replication carry the times they restore into it.
@@ -223,7 +247,7 @@ func run(args []string, stderr io.Writer) int {
 	clusterMode := strings.EqualFold(o.clusterEnabled, "yes")
 	if clusterMode {
 		// The Raft log is the journal: --appendonly does not apply.
-		node, err = openNode(o, eng, clk, listeners[0].Addr().String(), log)
+		node, err = openNode(o, eng, clk, primary, log)
 		if err != nil {
 			log.Error("cannot start cluster mode", "err", err)
 			eng.Close()
@@ -240,27 +264,35 @@ func run(args []string, stderr io.Writer) int {
 		backend, persister = durable, durable
 	}
 	srv := server.New(server.Config{
+		TLS:         clientTLS,
 		Clock:       clk,
 		Persistence: persister,
 		RequirePass: o.requirePass,
+		ACLFile:     o.aclFile,
 		MaxClients:  o.maxClients,
 		EnableDebug: dbg,
 		Version:     version,
 		Logger:      log,
 		Settings: func() map[string]string {
-			return map[string]string{"port": strconv.Itoa(o.port), "bind": o.bind, "loglevel": o.logLevel}
+			return map[string]string{"port": o.port.String(), "tls-port": o.tlsPort.String(), "bind": o.bind,
+				"loglevel": o.logLevel, "aclfile": o.aclFile, "tls-cluster": o.tlsCluster, "tls-replication": o.tlsRepl}
 		},
 	}, backend)
 
-	addrs := make([]string, len(listeners))
-	for i, ln := range listeners {
-		addrs[i] = ln.Addr().String()
+	if err := srv.LoadACL(); err != nil {
+		log.Error("cannot load the ACL file; not starting", "aclfile", o.aclFile, "err", err)
+		srv.Close()
+		closeBackend(node, durable, eng, log)
+		return 1
 	}
-	log.Info("Sluice starting", "version", version, "addr", strings.Join(addrs, ","), "shards", eng.Shards(),
-		"maxmemory", maxMemory, "debug_command", o.debug, "auth", o.requirePass != "", "appendonly", o.appendOnly)
 
-	serveErr := make(chan error, len(listeners))
-	for _, ln := range listeners {
+	addrs, tlsAddrs := addrsOf(listeners), addrsOf(tlsListeners)
+	log.Info("Sluice starting", "version", version, "addr", strings.Join(addrs, ","), "tls_addr", strings.Join(tlsAddrs, ","),
+		"shards", eng.Shards(), "maxmemory", maxMemory, "debug_command", o.debug, "auth", o.requirePass != "" || o.aclFile != "",
+		"appendonly", o.appendOnly)
+
+	serveErr := make(chan error, len(all))
+	for _, ln := range all {
 		go func() { serveErr <- srv.Serve(ln) }()
 	}
 	var metricsSrv *http.Server
@@ -269,7 +301,7 @@ func run(args []string, stderr io.Writer) int {
 		if err != nil {
 			log.Error("cannot listen for metrics", "addr", o.metricsAddr, "err", err)
 			srv.Close()
-			eng.Close()
+			closeBackend(node, durable, eng, log)
 			return 1
 		}
 		mux := http.NewServeMux()
@@ -278,7 +310,12 @@ func run(args []string, stderr io.Writer) int {
 		go metricsSrv.Serve(mln)
 		log.Info("serving Prometheus metrics", "addr", mln.Addr().String()+"/metrics")
 	}
-	log.Info("Ready to accept connections", "addr", addrs[0])
+	// Tests and tools read the addresses from this line.
+	ready := []any{"addr", primary}
+	if len(tlsAddrs) > 0 {
+		ready = append(ready, "tls_addr", tlsAddrs[0])
+	}
+	log.Info("Ready to accept connections", ready...)
 	if clusterMode && o.clusterJoin != "" {
 		go func() {
 			if err := joinCluster(o, node, log); err != nil {
@@ -288,19 +325,44 @@ func run(args []string, stderr io.Writer) int {
 	}
 
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	code := 0
-	select {
-	case s := <-sig:
-		log.Info("received signal, shutting down", "signal", s.String())
-	case err := <-serveErr:
-		log.Error("listener failed", "err", err)
-		code = 1
+wait:
+	for {
+		select {
+		case s := <-sig:
+			if s == syscall.SIGHUP {
+				// As Redis's CONFIG SET tls-*: new connections get the
+				// reloaded files, open ones keep theirs.
+				if clientTLS != nil {
+					if err := clientTLS.Reload(clientTLS.Files()); err != nil {
+						log.Error("SIGHUP: TLS files not reloaded; the old ones stay in force", "err", err)
+					} else {
+						log.Info("SIGHUP: TLS certificates reloaded")
+					}
+				}
+				continue
+			}
+			log.Info("received signal, shutting down", "signal", s.String())
+			break wait
+		case err := <-serveErr:
+			log.Error("listener failed", "err", err)
+			code = 1
+			break wait
+		}
 	}
 	if metricsSrv != nil {
 		metricsSrv.Close()
 	}
 	srv.Close()
+	closeBackend(node, durable, eng, log)
+	log.Info("Sluice is now ready to exit, bye bye...")
+	return code
+}
+
+// closeBackend stops what serves the server, outermost first: the cluster
+// node or the durable log (a final snapshot), then the engine.
+func closeBackend(node *replication.Node, durable *persistence.Durable, eng *engine.Engine, log *slog.Logger) {
 	if node != nil {
 		if err := node.Close(); err != nil {
 			log.Error("closing the cluster node", "err", err)
@@ -312,8 +374,6 @@ func run(args []string, stderr io.Writer) int {
 		}
 	}
 	eng.Close()
-	log.Info("Sluice is now ready to exit, bye bye...")
-	return code
 }
 
 // openDurable recovers state from --dir and attaches the append-only file,
@@ -370,9 +430,14 @@ func openNode(o options, eng *engine.Engine, clk *clock.Clock, listenAddr string
 	raftAddr := o.clusterRaftAddr
 	if raftAddr == "" {
 		host, _, _ := net.SplitHostPort(listenAddr)
-		port := 0
-		if o.port != 0 {
-			port = o.port + 10000
+		port := 0 // a free port, when the client port is auto
+		if p := o.port; p.n != 0 || o.tlsPort.n != 0 {
+			if p.n == 0 {
+				p = o.tlsPort
+			}
+			if !p.auto {
+				port = p.n + 10000
+			}
 		}
 		raftAddr = net.JoinHostPort(host, strconv.Itoa(port))
 	}

@@ -21,7 +21,7 @@ import (
 // its address once it logs that it is ready.
 func startBinary(t *testing.T, args ...string) (addr string, cmd *exec.Cmd) {
 	t.Helper()
-	cmd = exec.Command(sluicetest.Binary(t), append([]string{"--port", "0"}, args...)...)
+	cmd = exec.Command(sluicetest.Binary(t), append([]string{"--port", "auto"}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -125,7 +125,7 @@ func TestConfigFileAndFlags(t *testing.T) {
 	if err := fs.Parse([]string{"--port", "0", "--loglevel", "warning"}); err != nil {
 		t.Fatal(err)
 	}
-	if o.port != 0 || o.maxMemory != "10mb" || o.shards != 3 || o.debug != "yes" || o.logLevel != "warning" {
+	if o.port != (portFlag{}) || o.maxMemory != "10mb" || o.shards != 3 || o.debug != "yes" || o.logLevel != "warning" {
 		t.Fatalf("config file then flags: %+v", o)
 	}
 	os.WriteFile(conf, []byte("nosuch 1\n"), 0o644)

@@ -77,6 +77,9 @@ func DialRaw(tb testing.TB, network, addr string) *RawConn {
 	return &RawConn{c: c, r: bufio.NewReader(c)}
 }
 
+// Conn is the underlying connection.
+func (rc *RawConn) Conn() net.Conn { return rc.c }
+
 // Do sends one command and returns its reply's bytes.
 func (rc *RawConn) Do(tb testing.TB, args ...string) string {
 	tb.Helper()
