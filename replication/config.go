@@ -88,9 +88,32 @@ type Config struct {
 	// Logger receives the node's and Raft's log lines; nil discards.
 	Logger *slog.Logger
 
+	// PeerTLS, when set, makes every Raft connection mutual TLS (1.2 or
+	// later) against the cluster CA: the production setting. The files
+	// are read by Open; a missing or mismatched one fails it.
+	PeerTLS *PeerTLS
+	// Secret, when set, makes both ends of every Raft connection prove
+	// they know it (HMAC challenge-response; the secret never goes on the
+	// wire) before any Raft traffic. It authenticates connections but does
+	// not encrypt them: for quick starts on a network where nobody can
+	// intercept traffic. With PeerTLS as well, a peer needs both: the
+	// secret handshake runs inside TLS. At least MinSecretLen bytes; the
+	// same on every node.
+	//
+	// With neither PeerTLS nor Secret, Open refuses (ErrProtectedMode) a
+	// RaftAddr or AdvertiseRaftAddr that is not a loopback address.
+	Secret []byte
+
 	// addressProvider, when set, overrides the address dialled for a
 	// member: tests route each link through a proxy they can cut.
 	addressProvider raft.ServerAddressProvider
+	// handshakeTimeout bounds one Raft connection's authentication;
+	// maxHandshakes and maxHandshakesPerHost cap the connections
+	// authenticating at once, in all and per remote IP. Tests shorten
+	// them; defaults defaultHandshakeTimeout and friends.
+	handshakeTimeout     time.Duration
+	maxHandshakes        int
+	maxHandshakesPerHost int
 }
 
 // Defaults.
@@ -148,6 +171,13 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	setDur(&c.handshakeTimeout, defaultHandshakeTimeout)
+	if c.maxHandshakes <= 0 {
+		c.maxHandshakes = defaultMaxHandshakes
+	}
+	if c.maxHandshakesPerHost <= 0 {
+		c.maxHandshakesPerHost = defaultMaxHandshakesPerHost
 	}
 	return nil
 }

@@ -4,7 +4,14 @@
 // whose followers redirect decisions to the leader. A Node wraps one
 // engine.Engine and offers the same Execute contract plus engine.Clustered;
 // its methods are safe for concurrent use, a Batch is not. Open starts the
-// node's goroutines and Close waits for them. See DESIGN.md.
+// node's goroutines and Close waits for them.
+//
+// The Raft port carries the log, so it is authenticated: mutual TLS
+// against a cluster CA (Config.PeerTLS; GenerateCerts writes a CA and
+// node certificates), or a shared secret proved by challenge-response
+// (Config.Secret; authenticates but does not encrypt). Without either,
+// Open accepts only loopback Raft addresses (ErrProtectedMode). See
+// DESIGN.md.
 package replication
 
 import (
@@ -13,7 +20,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -37,6 +43,8 @@ type Node struct {
 
 	raft  *raft.Raft
 	trans *raft.NetworkTransport
+	auth  *peerAuth  // nil: plain TCP, loopback only
+	layer *authLayer // the transport's stream layer when auth is set
 	store *raftboltdb.BoltStore
 	fsm   *fsm
 
@@ -130,6 +138,13 @@ func Open(cfg Config, eng *engine.Engine) (*Node, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
+	// Credentials (and the protected-mode rule) before anything touches
+	// the disk or the network.
+	auth, err := loadPeerAuth(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Secret = nil // the node keeps its own copy, in auth
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -145,6 +160,7 @@ func Open(cfg Config, eng *engine.Engine) (*Node, error) {
 	n := &Node{
 		cfg:           cfg,
 		id:            id,
+		auth:          auth,
 		eng:           eng,
 		log:           cfg.Logger.With("node", id[:min(8, len(id))]),
 		origin:        binary.LittleEndian.Uint64(o[:]),
@@ -233,23 +249,15 @@ func (n *Node) openRaft() error {
 	if err != nil {
 		return fmt.Errorf("replication: snapshot store: %w", err)
 	}
-	var adv net.Addr
-	if cfg.AdvertiseRaftAddr != "" {
-		if adv, err = net.ResolveTCPAddr("tcp", cfg.AdvertiseRaftAddr); err != nil {
-			return fmt.Errorf("replication: advertise address: %w", err)
-		}
-	}
-	trans, err := raft.NewTCPTransportWithConfig(cfg.RaftAddr, adv, &raft.NetworkTransportConfig{
-		MaxPool:               3,
-		Timeout:               10 * time.Second,
-		Logger:                hlog,
-		ServerAddressProvider: cfg.addressProvider,
-	})
+	trans, err := n.newTransport(hlog)
 	if err != nil {
-		return fmt.Errorf("replication: raft transport: %w", err)
+		return err
 	}
 	n.trans = trans
 	n.raftAddr = string(trans.LocalAddr())
+	if n.auth != nil {
+		n.log.Info("replication: raft transport authenticated", "mode", n.auth.mode(), "raft_addr", n.raftAddr)
+	}
 
 	existing, err := raft.HasExistingState(logs, store, snaps)
 	if err != nil {
