@@ -645,17 +645,19 @@ type userRef struct {
 	deleted atomic.Bool
 }
 
-// aclStore is the server's users. Reads (authentication, checks) take no
+// ACL is the server's users. Reads (authentication, checks) take no
 // lock; changes are serialized by mu and publish new maps and rules.
-type aclStore struct {
+type ACL struct {
 	mu    sync.Mutex
 	users atomic.Pointer[map[string]*userRef]
+	// onGone closes the connections of deleted users (set by New).
+	onGone atomic.Pointer[func([]*userRef)]
 }
 
-// newACLStore holds the default user: every command, every key, no
+// NewACL holds the default user: every command, every key, no
 // password unless requirepass sets one.
-func newACLStore(requirepass string) *aclStore {
-	st := &aclStore{}
+func NewACL(requirepass string) *ACL {
+	st := &ACL{}
 	def := newACLUser("default")
 	for _, op := range []string{"+@all", "~*", "&*", "on"} {
 		def.apply([]byte(op))
@@ -679,12 +681,12 @@ func setDefaultPassword(u *aclUser, pass string) {
 	u.apply(append([]byte(">"), pass...))
 }
 
-func (st *aclStore) get(name string) *userRef { return (*st.users.Load())[name] }
+func (st *ACL) get(name string) *userRef { return (*st.users.Load())[name] }
 
-func (st *aclStore) defaultUser() *userRef { return st.get("default") }
+func (st *ACL) defaultUser() *userRef { return st.get("default") }
 
 // names lists the users in byte order, as Redis's radix tree does.
-func (st *aclStore) names() []string {
+func (st *ACL) names() []string {
 	m := *st.users.Load()
 	names := make([]string, 0, len(m))
 	for n := range m {
@@ -696,7 +698,7 @@ func (st *aclStore) names() []string {
 
 // setUser applies modifiers to a user (created if missing): all of them,
 // or, on the first error, none. The error names the modifier.
-func (st *aclStore) setUser(name string, ops [][]byte) error {
+func (st *ACL) setUser(name string, ops [][]byte) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	ref := st.get(name)
@@ -740,7 +742,7 @@ func (e *aclModifierError) Unwrap() error { return e.err }
 
 // delUsers deletes users and returns the refs deleted, for their
 // connections to be closed.
-func (st *aclStore) delUsers(names []string) []*userRef {
+func (st *ACL) delUsers(names []string) []*userRef {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	m := *st.users.Load()
@@ -763,7 +765,7 @@ func (st *aclStore) delUsers(names []string) []*userRef {
 // replace swaps the whole user set (ACL LOAD), keeping the refs of users
 // that still exist so their connections follow the new rules, and returns
 // the refs of users that are gone.
-func (st *aclStore) replace(users map[string]*aclUser) []*userRef {
+func (st *ACL) replace(users map[string]*aclUser) []*userRef {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	old := *st.users.Load()
@@ -789,7 +791,7 @@ func (st *aclStore) replace(users map[string]*aclUser) []*userRef {
 
 // authenticate checks a user and password. Unknown users, disabled users
 // and wrong passwords fail alike.
-func (st *aclStore) authenticate(name string, pass []byte) (*userRef, bool) {
+func (st *ACL) authenticate(name string, pass []byte) (*userRef, bool) {
 	ref := st.get(name)
 	if ref == nil {
 		// Spend the same hashing work, so that timing does not tell

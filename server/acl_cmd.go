@@ -217,16 +217,45 @@ func cmdACL(s *Server, c *client, args [][]byte) {
 	}
 }
 
-// aclSetUser changes a user, and in cluster mode every node's copy of it.
-func (s *Server) aclSetUser(name string, ops [][]byte) error {
-	return s.acl.setUser(name, ops)
+// replicator is the backend's, in cluster mode.
+func (s *Server) replicator() (Replicator, bool) {
+	r, ok := s.backend.(Replicator)
+	return r, ok
 }
 
-// aclDelUsers deletes users and closes their connections.
+// aclSetUser changes a user; in cluster mode, on every node, through the
+// log (checked here first, so that the log carries only changes that
+// apply, and with passwords as hashes).
+func (s *Server) aclSetUser(name string, ops [][]byte) error {
+	r, ok := s.replicator()
+	if !ok {
+		return s.acl.setUser(name, ops)
+	}
+	hashed, err := s.acl.hashedModifiers(name, ops)
+	if err != nil {
+		return err
+	}
+	return r.Replicate(encodeACLChange(aclChangeSet, append([][]byte{[]byte(name)}, hashed...)))
+}
+
+// aclDelUsers deletes users and closes their connections (in cluster mode,
+// on every node).
 func (s *Server) aclDelUsers(names []string) (int, error) {
-	gone := s.acl.delUsers(names)
-	s.disconnectUsers(gone)
-	return len(gone), nil
+	r, ok := s.replicator()
+	if !ok {
+		gone := s.acl.delUsers(names)
+		s.disconnectUsers(gone)
+		return len(gone), nil
+	}
+	n := 0
+	fields := make([][]byte, 0, len(names))
+	for _, name := range names {
+		if s.acl.get(name) != nil {
+			n++
+		}
+		fields = append(fields, []byte(name))
+	}
+	return n, r.Replicate(encodeACLChange(aclChangeDel, fields))
 }
 
 // disconnectUsers closes the connections authenticated as deleted users,
@@ -344,6 +373,10 @@ func (s *Server) aclLoad() error {
 	users, err := parseACLFile(s.cfg.ACLFile, text)
 	if err != nil {
 		return err
+	}
+	if r, ok := s.replicator(); ok {
+		// Every node takes this node's file.
+		return r.Replicate(encodeACLChange(aclChangeReplace, [][]byte{text}))
 	}
 	s.disconnectUsers(s.acl.replace(users))
 	return nil

@@ -110,6 +110,10 @@ type Config struct {
 	// ACLFile, when set, is where ACL SAVE writes the users and ACL LOAD
 	// (and LoadACL, at start) reads them. Default none.
 	ACLFile string
+	// ACL holds the users. Default: a new one with only the default user
+	// (RequirePass its password). Cluster mode shares it with the node,
+	// which replicates its changes.
+	ACL *ACL
 	// TLS, when set, is the client TLS the listeners use (the server only
 	// reports and reloads it: CONFIG GET|SET tls-*). Default none.
 	TLS *TLS
@@ -156,7 +160,7 @@ type Server struct {
 	requirePass atomic.Pointer[string]
 	maxClients  atomic.Int64
 
-	acl            *aclStore
+	acl            *ACL
 	aclLog         aclLog
 	authThrottle   *authThrottle
 	authDenied     atomic.Int64
@@ -210,7 +214,12 @@ func New(cfg Config, backend Backend) *Server {
 	}
 	s := &Server{cfg: cfg, backend: backend, clock: cfg.Clock, log: log, started: time.Now(),
 		clients: map[int64]*client{}, stop: make(chan struct{}),
-		acl: newACLStore(cfg.RequirePass), authThrottle: newAuthThrottle()}
+		acl: cfg.ACL, authThrottle: newAuthThrottle()}
+	if s.acl == nil {
+		s.acl = NewACL(cfg.RequirePass)
+	}
+	gone := s.disconnectUsers
+	s.acl.onGone.Store(&gone)
 	pass := cfg.RequirePass
 	s.requirePass.Store(&pass)
 	s.maxClients.Store(int64(cfg.MaxClients))
@@ -224,8 +233,12 @@ func New(cfg Config, backend Backend) *Server {
 // LoadACL loads the users from Config.ACLFile, replacing the default user
 // if the file defines it. Call it before serving; an error names the file
 // and every bad line.
+//
+// In cluster mode the users are the group's, from its log and snapshots, and
+// the file is not read at start: ACL LOAD on a running node sends the file
+// to every member.
 func (s *Server) LoadACL() error {
-	if s.cfg.ACLFile == "" {
+	if _, ok := s.replicator(); ok || s.cfg.ACLFile == "" {
 		return nil
 	}
 	return s.aclLoad()
