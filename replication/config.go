@@ -75,6 +75,10 @@ type Config struct {
 	// NoSync skips fsync in the log store. Unsafe: a machine crash can lose
 	// acknowledged decisions. Default false.
 	NoSync bool
+	// State, when set, is server state outside the engine that every
+	// member must hold the same (the ACL users): it changes only through
+	// Replicate, and travels whole in snapshots. Default none.
+	State ReplicatedState
 	// Clock is the server's clock: the node carries every applied time
 	// forward into it, so a follower that becomes leader never stamps an
 	// entry earlier than one it has applied, and reads never run behind
@@ -114,6 +118,18 @@ type Config struct {
 	handshakeTimeout     time.Duration
 	maxHandshakes        int
 	maxHandshakesPerHost int
+}
+
+// ReplicatedState is state beside the engine's that the group replicates
+// (the server's users). Its methods are called from the FSM's goroutine,
+// in log order, identically on every node.
+type ReplicatedState interface {
+	// Apply applies one committed change, as Replicate proposed it.
+	Apply(change []byte) error
+	// Snapshot returns the whole state, for a Raft snapshot.
+	Snapshot() []byte
+	// Restore replaces the state with a Snapshot's.
+	Restore(state []byte) error
 }
 
 // Defaults.

@@ -11,6 +11,7 @@ import (
 //
 //	entryBatch:  kind u8 | now varint | origin u64 LE | seq uvarint | flags u8 | engine.EncodeCommands(writes)
 //	entryMember: kind u8 | op u8 | id | raftAddr | clientAddr   (strings: uvarint length | bytes)
+//	entryState:  kind u8 | change (Config.State's own encoding)
 //
 // now is the leader's clock reading for the whole entry (unix ns). origin
 // and seq name the proposal on the node that made it, so that node's FSM
@@ -21,6 +22,9 @@ import (
 const (
 	entryBatch  byte = 1
 	entryMember byte = 2
+	// entryState: kind u8 | a change to Config.State (the server's ACL
+	// users), opaque here.
+	entryState byte = 3
 )
 
 // Batch entry flags.

@@ -57,6 +57,16 @@ func (f *fsm) Apply(l *raft.Log) any {
 			return nil
 		}
 		f.n.members.apply(m)
+	case entryState:
+		// Every node applies the same change to the same state alike; an
+		// error here is the same on every node, and goes back to the
+		// proposer through the future's response.
+		if st := f.n.cfg.State; st != nil {
+			if err := st.Apply(l.Data[1:]); err != nil {
+				f.log.Error("replication: state change not applied", "index", l.Index, "err", err)
+				return err
+			}
+		}
 	default:
 		// Every node running this version skips it alike, so state stays
 		// the same everywhere; a newer version's entry kind means the
@@ -131,9 +141,16 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 			LastNow:   f.lastNow,
 			LogSeq:    f.lastIndex,
 			CreatedAt: time.Now().UnixNano(),
-			Meta:      encodeMembers(f.n.members.snapshot()),
+			Meta:      encodeMeta(f.n.members.snapshot(), f.stateSnapshot()),
 		},
 	}, nil
+}
+
+func (f *fsm) stateSnapshot() []byte {
+	if st := f.n.cfg.State; st != nil {
+		return st.Snapshot()
+	}
+	return nil
 }
 
 // Restore replaces the state with a snapshot's.
@@ -148,11 +165,16 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return fmt.Errorf("replication: restore snapshot: %w", err)
 	}
-	m, err := decodeMembers(h.Meta)
+	m, state, err := decodeMeta(h.Meta)
 	if err != nil {
 		return fmt.Errorf("replication: restore snapshot members: %w", err)
 	}
 	f.n.members.replace(m)
+	if st := f.n.cfg.State; st != nil && state != nil {
+		if err := st.Restore(state); err != nil {
+			return fmt.Errorf("replication: restore snapshot state: %w", err)
+		}
+	}
 	f.lastNow = h.LastNow
 	f.appliedNow.Store(h.LastNow)
 	f.lastIndex = h.LogSeq

@@ -104,3 +104,48 @@ func decodeMembers(b []byte) (map[string]member, error) {
 	}
 	return m, nil
 }
+
+// Snapshot meta, version 2: the members (version 1's encoding, which a
+// version 1 meta is alone), then the replicated server state (the ACL
+// users) as uvarint length | bytes.
+const snapshotMetaVersion = 2
+
+func encodeMeta(m map[string]member, state []byte) []byte {
+	b := []byte{snapshotMetaVersion}
+	mem := encodeMembers(m)
+	b = binary.AppendUvarint(b, uint64(len(mem)))
+	b = append(b, mem...)
+	b = binary.AppendUvarint(b, uint64(len(state)))
+	return append(b, state...)
+}
+
+// decodeMeta reads either version; state is nil when the snapshot has none.
+func decodeMeta(b []byte) (map[string]member, []byte, error) {
+	if len(b) == 0 || b[0] == membersMetaVersion {
+		m, err := decodeMembers(b)
+		return m, nil, err
+	}
+	if b[0] != snapshotMetaVersion {
+		return nil, nil, errBadEntry
+	}
+	b = b[1:]
+	field := func() ([]byte, error) {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > uint64(len(b)-k) {
+			return nil, errBadEntry
+		}
+		f := b[k : k+int(n)]
+		b = b[k+int(n):]
+		return f, nil
+	}
+	mem, err := field()
+	if err != nil {
+		return nil, nil, err
+	}
+	state, err := field()
+	if err != nil || len(b) != 0 {
+		return nil, nil, errBadEntry
+	}
+	m, err := decodeMembers(mem)
+	return m, state, err
+}

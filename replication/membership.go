@@ -81,6 +81,27 @@ func (n *Node) Forget(id string) error {
 	return nil
 }
 
+// Replicate commits a change to Config.State through the log and returns
+// once this node has applied it (with the state's error, if it refused the
+// change). Only the leader can; elsewhere it returns the *engine.MovedError
+// a write would get, or TRYAGAIN/CLUSTERDOWN.
+func (n *Node) Replicate(change []byte) error {
+	if n.cfg.State == nil {
+		return errors.New("replication: this node has no replicated state")
+	}
+	if err := n.leaderOrRedirect(); err != nil {
+		return err
+	}
+	f := n.raft.Apply(append([]byte{entryState}, change...), membershipTimeout)
+	if err := f.Error(); err != nil {
+		return n.raftError("state change", err)
+	}
+	if err, ok := f.Response().(error); ok {
+		return err
+	}
+	return nil
+}
+
 func (n *Node) applyMember(m memberChange) error {
 	if err := n.raft.Apply(encodeMember(m), membershipTimeout).Error(); err != nil {
 		return n.raftError("membership change", err)

@@ -36,9 +36,23 @@ func cmdConfig(s *Server, c *client, args [][]byte) {
 			c.writeBulkString(all[k])
 		}
 	case sub == "set" && len(args) >= 4 && len(args)%2 == 0:
+		// The tls-* settings of one CONFIG SET change together: a new
+		// certificate and its key are one change.
+		tlsChanges := map[string]string{}
 		for i := 2; i < len(args); i += 2 {
-			if err := s.configSet(strings.ToLower(string(args[i])), string(args[i+1])); err != nil {
+			name := strings.ToLower(string(args[i]))
+			if strings.HasPrefix(name, "tls-") && name != "tls-port" && name != "tls-cluster" && name != "tls-replication" {
+				tlsChanges[name] = string(args[i+1])
+				continue
+			}
+			if err := s.configSet(name, string(args[i+1])); err != nil {
 				c.writeError(fmt.Errorf("CONFIG SET failed (possibly related to argument '%s') - %w", args[i], err))
+				return
+			}
+		}
+		if len(tlsChanges) > 0 {
+			if err := s.configSetTLS(tlsChanges); err != nil {
+				c.writeError(fmt.Errorf("CONFIG SET failed (possibly related to argument 'tls-*') - %w", err))
 				return
 			}
 		}
@@ -78,6 +92,15 @@ func (s *Server) configValues() map[string]string {
 
 var errReadOnlyConfig = errors.New("parameter cannot be changed at run time")
 
+// configSetTLS changes tls-* settings together and reloads the files: new
+// handshakes take them, open connections keep theirs.
+func (s *Server) configSetTLS(changes map[string]string) error {
+	if s.cfg.TLS == nil {
+		return errors.New("TLS is not enabled (tls-port is 0)")
+	}
+	return s.cfg.TLS.setMany(changes)
+}
+
 func (s *Server) configSet(name, value string) error {
 	switch name {
 	case "maxmemory":
@@ -93,20 +116,15 @@ func (s *Server) configSet(name, value string) error {
 		}
 		s.maxClients.Store(n)
 	case "requirepass":
-		s.requirePass.Store(&value)
 		ops := [][]byte{[]byte("resetpass"), []byte("nopass")}
 		if value != "" {
 			ops[1] = append([]byte(">"), value...)
 		}
-		if err := s.acl.setUser("default", ops); err != nil {
+		// The default user's password: in cluster mode, on every node.
+		if err := s.aclSetUser("default", ops); err != nil {
 			return err
 		}
-	case "tls-cert-file", "tls-key-file", "tls-ca-cert-file", "tls-auth-clients", "tls-protocols", "tls-ciphers", "tls-ciphersuites":
-		if s.cfg.TLS == nil {
-			return errors.New("TLS is not enabled (tls-port is 0)")
-		}
-		// New handshakes take the new files; open connections keep theirs.
-		return s.cfg.TLS.set(name, value)
+		s.requirePass.Store(&value)
 	case "maxmemory-policy":
 		if value != "noeviction" {
 			return errors.New("only noeviction is supported: live limiter state is never evicted")

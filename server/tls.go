@@ -85,26 +85,28 @@ func (t *TLS) Reload(f TLSFiles) error {
 	return nil
 }
 
-// set changes one setting by its Redis name and reloads.
-func (t *TLS) set(name, value string) error {
+// setMany changes settings by their Redis names and reloads once.
+func (t *TLS) setMany(changes map[string]string) error {
 	f := t.Files()
-	switch name {
-	case "tls-cert-file":
-		f.CertFile = value
-	case "tls-key-file":
-		f.KeyFile = value
-	case "tls-ca-cert-file":
-		f.CAFile = value
-	case "tls-auth-clients":
-		f.AuthClients = value
-	case "tls-protocols":
-		f.Protocols = value
-	case "tls-ciphers":
-		f.Ciphers = value
-	case "tls-ciphersuites":
-		f.CipherSuites = value
-	default:
-		return errors.New("Unknown option or number of arguments for CONFIG SET")
+	for name, value := range changes {
+		switch name {
+		case "tls-cert-file":
+			f.CertFile = value
+		case "tls-key-file":
+			f.KeyFile = value
+		case "tls-ca-cert-file":
+			f.CAFile = value
+		case "tls-auth-clients":
+			f.AuthClients = value
+		case "tls-protocols":
+			f.Protocols = value
+		case "tls-ciphers":
+			f.Ciphers = value
+		case "tls-ciphersuites":
+			f.CipherSuites = value
+		default:
+			return errors.New("Unknown option or number of arguments for CONFIG SET")
+		}
 	}
 	return t.Reload(f)
 }

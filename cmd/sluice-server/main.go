@@ -39,11 +39,14 @@ import (
 // The backends the server is wired to, pinned to the interfaces it
 // declares (server cannot import persistence or replication to pin them).
 var (
-	_ server.Backend   = (*persistence.Durable)(nil)
-	_ server.Sweeper   = (*persistence.Durable)(nil)
-	_ server.Persister = (*persistence.Durable)(nil)
-	_ server.Backend   = (*replication.Node)(nil)
-	_ server.Cluster   = (*replication.Node)(nil)
+	_ server.Backend    = (*persistence.Durable)(nil)
+	_ server.Sweeper    = (*persistence.Durable)(nil)
+	_ server.Persister  = (*persistence.Durable)(nil)
+	_ server.Backend    = (*replication.Node)(nil)
+	_ server.Cluster    = (*replication.Node)(nil)
+	_ server.Replicator = (*replication.Node)(nil)
+
+	_ replication.ReplicatedState = (*server.ACL)(nil)
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -71,17 +74,23 @@ type options struct {
 	checkLog    string
 	fix         bool
 
-	clusterEnabled   string
-	clusterNodeID    string
-	clusterRaftAddr  string
-	clusterAnnounce  string
-	clusterRaftAnn   string
-	clusterBootstrap string
-	clusterJoin      string
-	clusterHeartbeat time.Duration
-	clusterElection  time.Duration
-	clusterLease     time.Duration
-	metricsAddr      string
+	clusterEnabled    string
+	clusterNodeID     string
+	clusterRaftAddr   string
+	clusterAnnounce   string
+	clusterRaftAnn    string
+	clusterBootstrap  string
+	clusterJoin       string
+	clusterSecret     string
+	clusterSecretFile string
+	genCertsDir       string
+	certHosts         string
+	masterUser        string
+	masterAuth        string
+	clusterHeartbeat  time.Duration
+	clusterElection   time.Duration
+	clusterLease      time.Duration
+	metricsAddr       string
 }
 
 func main() {
@@ -125,6 +134,12 @@ func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.clusterAnnounce, "cluster-announce-addr", "", "client host:port this node announces in MOVED and CLUSTER replies (default: the listening address)")
 	fs.StringVar(&o.clusterBootstrap, "cluster-bootstrap", "no", "yes on the first node of a new group")
 	fs.StringVar(&o.clusterJoin, "cluster-join", "", "client address of any member: ask it to add this node")
+	fs.StringVar(&o.clusterSecret, "cluster-secret", "", "shared secret every member proves on every Raft connection (at least 16 bytes; TLS is the production setting)")
+	fs.StringVar(&o.clusterSecretFile, "cluster-secret-file", "", "file holding the cluster secret")
+	fs.StringVar(&o.genCertsDir, "cluster-gen-certs", "", "write a cluster CA and a node certificate into DIR (or, if DIR has the CA, one more node certificate) and exit")
+	fs.StringVar(&o.certHosts, "cluster-cert-hosts", "", "hosts (IPs, names) the generated node certificate is valid for, space separated (default 127.0.0.1 localhost)")
+	fs.StringVar(&o.masterUser, "masteruser", "", "ACL user this node authenticates as when it asks a member to let it join (default: the default user)")
+	fs.StringVar(&o.masterAuth, "masterauth", "", "that user's password (default: requirepass)")
 	fs.DurationVar(&o.clusterHeartbeat, "cluster-heartbeat-timeout", 500*time.Millisecond, "Raft heartbeat timeout")
 	fs.DurationVar(&o.clusterElection, "cluster-election-timeout", 500*time.Millisecond, "Raft election timeout")
 	fs.DurationVar(&o.clusterLease, "cluster-lease-timeout", 250*time.Millisecond, "Raft leader lease")
@@ -199,6 +214,9 @@ func run(args []string, stderr io.Writer) int {
 	if o.checkLog != "" {
 		return checkLog(o.checkLog, o.fix, stderr)
 	}
+	if o.genCertsDir != "" {
+		return genCerts(o.genCertsDir, o.certHosts, stderr)
+	}
 	level, err := logLevel(o.logLevel)
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice-server: %v\n", err)
@@ -240,6 +258,8 @@ func run(args []string, stderr io.Writer) int {
 	// One clock for the process: the server stamps pipelines with it, and
 	// recovery and replication carry the times they restore into it.
 	clk := clock.New(nil)
+	// The users: in cluster mode the node replicates them.
+	acl := server.NewACL(o.requirePass)
 	eng := engine.New(engine.Config{Shards: o.shards, MaxMemory: maxMemory, Logger: log})
 	var backend server.Backend = eng
 	var node *replication.Node
@@ -247,7 +267,7 @@ func run(args []string, stderr io.Writer) int {
 	clusterMode := strings.EqualFold(o.clusterEnabled, "yes")
 	if clusterMode {
 		// The Raft log is the journal: --appendonly does not apply.
-		node, err = openNode(o, eng, clk, primary, log)
+		node, err = openNode(o, eng, clk, acl, primary, log)
 		if err != nil {
 			log.Error("cannot start cluster mode", "err", err)
 			eng.Close()
@@ -264,6 +284,7 @@ func run(args []string, stderr io.Writer) int {
 		backend, persister = durable, durable
 	}
 	srv := server.New(server.Config{
+		ACL:         acl,
 		TLS:         clientTLS,
 		Clock:       clk,
 		Persistence: persister,
@@ -426,7 +447,7 @@ func checkLog(path string, fix bool, out io.Writer) int {
 }
 
 // openNode starts this process's Raft member.
-func openNode(o options, eng *engine.Engine, clk *clock.Clock, listenAddr string, log *slog.Logger) (*replication.Node, error) {
+func openNode(o options, eng *engine.Engine, clk *clock.Clock, acl *server.ACL, listenAddr string, log *slog.Logger) (*replication.Node, error) {
 	raftAddr := o.clusterRaftAddr
 	if raftAddr == "" {
 		host, _, _ := net.SplitHostPort(listenAddr)
@@ -445,6 +466,10 @@ func openNode(o options, eng *engine.Engine, clk *clock.Clock, listenAddr string
 	if announce == "" {
 		announce = listenAddr
 	}
+	peerTLS, secret, err := peerCredentials(o)
+	if err != nil {
+		return nil, err
+	}
 	node, err := replication.Open(replication.Config{
 		ID:                 o.clusterNodeID,
 		Dir:                filepath.Join(o.dir, "raft"),
@@ -455,7 +480,10 @@ func openNode(o options, eng *engine.Engine, clk *clock.Clock, listenAddr string
 		HeartbeatTimeout:   o.clusterHeartbeat,
 		ElectionTimeout:    o.clusterElection,
 		LeaderLeaseTimeout: o.clusterLease,
+		PeerTLS:            peerTLS,
+		Secret:             secret,
 		Clock:              clk,
+		State:              acl,
 		Logger:             log,
 	}, eng)
 	if err != nil {
@@ -470,10 +498,18 @@ func openNode(o options, eng *engine.Engine, clk *clock.Clock, listenAddr string
 // leader and retrying while the group elects one. Joining is idempotent.
 func joinCluster(o options, node *replication.Node, log *slog.Logger) error {
 	addr := o.clusterJoin
+	tlsCfg, err := joinTLS(o)
+	if err != nil {
+		return err
+	}
+	pass := o.masterAuth
+	if pass == "" {
+		pass = o.requirePass
+	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		rdb := redis.NewClient(&redis.Options{Addr: addr, Password: o.requirePass, Protocol: 2, MaxRetries: -1,
-			DialTimeout: 2 * time.Second, ReadTimeout: 5 * time.Second})
+		rdb := redis.NewClient(&redis.Options{Addr: addr, Username: o.masterUser, Password: pass, Protocol: 2, MaxRetries: -1,
+			DialTimeout: 2 * time.Second, ReadTimeout: 5 * time.Second, TLSConfig: tlsCfg})
 		err := rdb.Do(context.Background(), "CLUSTER", "JOIN", node.ID(), node.RaftAddr(), node.ClientAddr()).Err()
 		rdb.Close()
 		if err == nil {

@@ -21,7 +21,15 @@ import (
 // its address once it logs that it is ready.
 func startBinary(t *testing.T, args ...string) (addr string, cmd *exec.Cmd) {
 	t.Helper()
-	cmd = exec.Command(sluicetest.Binary(t), append([]string{"--port", "auto"}, args...)...)
+	ready, cmd := startBinaryReady(t, append([]string{"--port", "auto"}, args...)...)
+	return ready["addr"], cmd
+}
+
+// startBinaryReady starts sluice-server with args and returns the fields of
+// its ready line (addr, tls_addr) once it logs it.
+func startBinaryReady(t *testing.T, args ...string) (map[string]string, *exec.Cmd) {
+	t.Helper()
+	cmd := exec.Command(sluicetest.Binary(t), args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -30,23 +38,29 @@ func startBinary(t *testing.T, args ...string) (addr string, cmd *exec.Cmd) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill() })
-	ready := make(chan string, 1)
+	ready := make(chan map[string]string, 1)
 	go func() {
-		re := regexp.MustCompile(`msg="Ready to accept connections" addr=(\S+)`)
+		field := regexp.MustCompile(`(\w+)=(\S+)`)
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
-			t.Log(sc.Text())
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				ready <- m[1]
+			line := sc.Text()
+			t.Log(line)
+			if strings.Contains(line, `msg="Ready to accept connections"`) {
+				f := map[string]string{}
+				for _, m := range field.FindAllStringSubmatch(line, -1) {
+					f[m[1]] = m[2]
+				}
+				ready <- f
 			}
 		}
 	}()
 	select {
-	case addr = <-ready:
+	case f := <-ready:
+		return f, cmd
 	case <-time.After(30 * time.Second):
 		t.Fatal("sluice-server did not log its ready line")
 	}
-	return addr, cmd
+	return nil, cmd
 }
 
 // TestBinaryWithRedisCLI drives the real binary with redis-cli and stops it
