@@ -7,7 +7,7 @@
 // node's goroutines and Close waits for them.
 //
 // The Raft port carries the log, so it is authenticated: mutual TLS
-// against a cluster CA (Config.PeerTLS; GenerateCerts writes a CA and
+// against a cluster CA (Config.PeerTLS; certs.Generate writes a CA and
 // node certificates), or a shared secret proved by challenge-response
 // (Config.Secret; authenticates but does not encrypt). Without either,
 // Open accepts only loopback Raft addresses (ErrProtectedMode). See

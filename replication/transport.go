@@ -34,7 +34,7 @@ import (
 // group. Every node presents its certificate both when it accepts a Raft
 // connection and when it dials one, and accepts a peer only if the peer's
 // certificate chains to the CA; a dialling node also checks that the
-// certificate names the host it dialled. GenerateCerts writes such files.
+// certificate names the host it dialled. certs.Generate writes such files.
 type PeerTLS struct {
 	// CertFile is this node's certificate, optionally followed by
 	// intermediates. It must be usable for both server and client

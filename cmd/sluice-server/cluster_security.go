@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/sluicehq/sluice/internal/certs"
 	"github.com/sluicehq/sluice/replication"
 )
 
@@ -91,7 +92,7 @@ func genCerts(dir, hosts string, out io.Writer) int {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "ca.key")); err == nil {
 		name := strings.NewReplacer(":", "_", "/", "_").Replace(list[0])
-		if err := replication.IssueNodeCert(dir, name, list); err != nil {
+		if err := certs.Issue(dir, name, list); err != nil {
 			fmt.Fprintf(out, "sluice-server --cluster-gen-certs: %v\n", err)
 			return 1
 		}
@@ -99,7 +100,7 @@ func genCerts(dir, hosts string, out io.Writer) int {
 			filepath.Join(dir, "ca.crt"), strings.Join(list, ", "))
 		return 0
 	}
-	if err := replication.GenerateCerts(dir, list); err != nil {
+	if err := certs.Generate(dir, list); err != nil {
 		fmt.Fprintf(out, "sluice-server --cluster-gen-certs: %v\n", err)
 		return 1
 	}

@@ -14,8 +14,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/certs"
 	"github.com/sluicehq/sluice/internal/sluicetest"
-	"github.com/sluicehq/sluice/replication"
 )
 
 // tlsFiles is a CA, a server certificate for 127.0.0.1, a client
@@ -27,13 +27,13 @@ type tlsFiles struct {
 func makeTLSFiles(t *testing.T) tlsFiles {
 	t.Helper()
 	dir, other := t.TempDir(), t.TempDir()
-	if err := replication.GenerateCerts(dir, []string{"127.0.0.1", "localhost"}); err != nil {
+	if err := certs.Generate(dir, []string{"127.0.0.1", "localhost"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := replication.IssueNodeCert(dir, "client", []string{"localhost"}); err != nil {
+	if err := certs.Issue(dir, "client", []string{"localhost"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := replication.GenerateCerts(other, []string{"127.0.0.1"}); err != nil {
+	if err := certs.Generate(other, []string{"127.0.0.1"}); err != nil {
 		t.Fatal(err)
 	}
 	j := func(d, f string) string { return filepath.Join(d, f) }
@@ -166,7 +166,7 @@ func TestTLSReloadByConfigSet(t *testing.T) {
 	}
 	// Reissue the server certificate (same key pair names, new serial) and
 	// load it.
-	if err := replication.IssueNodeCert(f.dir, "server2", []string{"127.0.0.1"}); err != nil {
+	if err := certs.Issue(f.dir, "server2", []string{"127.0.0.1"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := open.Do(ctx, "CONFIG", "SET", "tls-cert-file", filepath.Join(f.dir, "server2.crt"), "tls-key-file", filepath.Join(f.dir, "server2.key")).Err(); err != nil {

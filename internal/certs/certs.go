@@ -1,4 +1,9 @@
-package replication
+// Package certs writes the certificates a Sluice deployment needs: a CA,
+// and certificates it signs for hosts, good for both TLS server and client
+// authentication (cluster members dial each other, and clients may present
+// one). sluice-server --cluster-gen-certs uses it, and so do the tests. It
+// holds no state.
+package certs
 
 import (
 	"crypto"
@@ -28,11 +33,11 @@ const (
 	certBackdate = time.Hour
 )
 
-// GenerateCerts writes a new cluster CA and a node certificate signed by it
+// Generate writes a new cluster CA and a node certificate signed by it
 // to dir (created, mode 0700, if missing), as PEM files for PeerTLS:
 //
 //	ca.crt    the CA certificate: CAFile on every node
-//	ca.key    the CA's key: keep it to issue more certificates (IssueNodeCert), off the nodes if possible
+//	ca.key    the CA's key: keep it to issue more certificates (Issue), off the nodes if possible
 //	node.crt  a certificate for every host in hosts: CertFile
 //	node.key  its key: KeyFile
 //
@@ -40,9 +45,9 @@ const (
 // the node certificate as long. hosts are the IP addresses and DNS names
 // members dial (the host part of each node's advertised Raft address); one
 // node.crt listing every node's host can be copied to all of them, or each
-// node gets its own from IssueNodeCert. No existing file is overwritten:
-// if any of the four exists, GenerateCerts writes nothing.
-func GenerateCerts(dir string, hosts []string) error {
+// node gets its own from Issue. No existing file is overwritten:
+// if any of the four exists, Generate writes nothing.
+func Generate(dir string, hosts []string) error {
 	ips, dns, err := parseHosts(hosts)
 	if err != nil {
 		return err
@@ -101,12 +106,12 @@ func GenerateCerts(dir string, hosts []string) error {
 	return nil
 }
 
-// IssueNodeCert writes dir/name.crt and dir/name.key: a new node
+// Issue writes dir/name.crt and dir/name.key: a new node
 // certificate for hosts, signed by the CA in dir/ca.crt and dir/ca.key
-// (as GenerateCerts wrote them), for a node on another host. The node
+// (as Generate wrote them), for a node on another host. The node
 // needs ca.crt, name.crt and name.key. Existing files are not
 // overwritten; name is a plain file name other than "ca".
-func IssueNodeCert(dir, name string, hosts []string) error {
+func Issue(dir, name string, hosts []string) error {
 	if name == "" || name == "ca" || name != filepath.Base(name) || strings.ContainsAny(name, `/\`) || strings.HasPrefix(name, ".") {
 		return fmt.Errorf("replication: certificate name %q: want a plain file name other than \"ca\"", name)
 	}
