@@ -295,8 +295,12 @@ func run(args []string, stderr io.Writer) int {
 		Version:     version,
 		Logger:      log,
 		Settings: func() map[string]string {
-			return map[string]string{"port": o.port.String(), "tls-port": o.tlsPort.String(), "bind": o.bind,
+			v := map[string]string{"port": o.port.String(), "tls-port": o.tlsPort.String(), "bind": o.bind,
 				"loglevel": o.logLevel, "aclfile": o.aclFile, "tls-cluster": o.tlsCluster, "tls-replication": o.tlsRepl}
+			if node != nil {
+				v["cluster-raft-addr"] = node.RaftAddr()
+			}
+			return v
 		},
 	}, backend)
 
