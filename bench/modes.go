@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"crypto/tls"
 	_ "embed"
 	"fmt"
 	"sort"
@@ -188,6 +189,11 @@ type Target struct {
 	// time before and after the load and reports the server's CPU per
 	// request. 0: not measured.
 	Pid int
+	// TLS, when set, wraps every connection in TLS with this config.
+	TLS *tls.Config
+	// User and Password, when Password is set, authenticate every
+	// connection (AUTH user password, or AUTH password without User).
+	User, Password string
 }
 
 func (t Target) label() string {

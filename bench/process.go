@@ -3,6 +3,8 @@ package bench
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -78,6 +80,26 @@ type RedisOptions struct {
 	PinCPU bool
 	// Args are extra configuration arguments, e.g. "--maxmemory", "1gb".
 	Args []string
+	// TLS, when set, makes the server listen for TLS only, with these
+	// files and no client certificates required.
+	TLS *TLSFiles
+}
+
+// TLSFiles are a server certificate, its key and the CA that signed it.
+type TLSFiles struct{ CertFile, KeyFile, CAFile string }
+
+// ClientConfig is what a client needs to connect to a server with these
+// files: the CA, and the name the certificate carries.
+func (f *TLSFiles) ClientConfig() (*tls.Config, error) {
+	pem, err := os.ReadFile(f.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", f.CAFile)
+	}
+	return &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}, nil
 }
 
 // StartRedis starts redis-server on a free 127.0.0.1 port with persistence
@@ -104,12 +126,19 @@ func StartRedis(ctx context.Context, opts RedisOptions) (*Server, error) {
 		args := []string{
 			"--port", strconv.Itoa(port),
 			"--bind", "127.0.0.1",
+		}
+		if opts.TLS != nil {
+			args = []string{"--port", "0", "--tls-port", strconv.Itoa(port), "--bind", "127.0.0.1",
+				"--tls-cert-file", opts.TLS.CertFile, "--tls-key-file", opts.TLS.KeyFile,
+				"--tls-ca-cert-file", opts.TLS.CAFile, "--tls-auth-clients", "no"}
+		}
+		args = append(args,
 			"--save", "",
 			"--appendonly", "no",
 			"--daemonize", "no",
 			"--dir", dir,
 			"--logfile", "",
-		}
+		)
 		args = append(args, opts.Args...)
 		s, err := startProcess(ctx, "redis", bin, args, dir, opts.PinCPU, opts.CPU, 10*time.Second, func(line string) (string, bool) {
 			if strings.Contains(line, "Ready to accept connections") {
@@ -142,6 +171,9 @@ type SluiceOptions struct {
 	PinCPU bool
 	// Args are extra arguments after --port auto --bind 127.0.0.1.
 	Args []string
+	// TLS, when set, makes the server listen for TLS only, with these
+	// files and no client certificates required.
+	TLS *TLSFiles
 	// ReadyTimeout bounds the wait for the ready line. Default 10s.
 	ReadyTimeout time.Duration
 }
@@ -170,6 +202,11 @@ func StartSluice(ctx context.Context, opts SluiceOptions) (*Server, error) {
 		timeout = 10 * time.Second
 	}
 	args := []string{"--port", "auto", "--bind", "127.0.0.1"}
+	if opts.TLS != nil {
+		args = []string{"--port", "0", "--tls-port", "auto", "--bind", "127.0.0.1",
+			"--tls-cert-file", opts.TLS.CertFile, "--tls-key-file", opts.TLS.KeyFile,
+			"--tls-ca-cert-file", opts.TLS.CAFile, "--tls-auth-clients", "no"}
+	}
 	if !slices.ContainsFunc(opts.Args, func(a string) bool { return strings.HasPrefix(strings.TrimLeft(a, "-"), "appendonly") }) {
 		args = append(args, "--appendonly", "no")
 	}

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"crypto/sha1"
+	"crypto/tls"
 	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
@@ -141,6 +142,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		c, err := dialer.DialContext(ctx, "tcp", addr)
 		if err != nil {
 			return fmt.Errorf("%s %s unreachable: %w", res.Target, cfg.Target.Addr, err)
+		}
+		if c, err = secure(c, cfg.Target, cfg.Timeout); err != nil {
+			return fmt.Errorf("%s %s: %w", res.Target, cfg.Target.Addr, err)
 		}
 		conns = append(conns, c)
 		return nil
@@ -290,6 +294,36 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 
 // loadScript loads m's Lua source with SCRIPT LOAD and checks the SHA1 the
 // server reports against the one computed here.
+// secure does a connection's TLS handshake and AUTH, as the target asks.
+func secure(c net.Conn, t Target, timeout time.Duration) (net.Conn, error) {
+	c.SetDeadline(time.Now().Add(timeout))
+	defer c.SetDeadline(time.Time{})
+	if t.TLS != nil {
+		tc := tls.Client(c, t.TLS)
+		if err := tc.Handshake(); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("TLS handshake: %w", err)
+		}
+		c = tc
+	}
+	if t.Password != "" {
+		args := []string{"AUTH", t.Password}
+		if t.User != "" {
+			args = []string{"AUTH", t.User, t.Password}
+		}
+		rd := newReplyReader(256)
+		resp, err := roundTrip(c, &rd, args...)
+		if err == nil && resp.Type == redcon.Error {
+			err = fmt.Errorf("AUTH: %s", resp.Data)
+		}
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
 func loadScript(c net.Conn, m *mode, timeout time.Duration) (string, error) {
 	sum := sha1.Sum([]byte(m.script))
 	want := hex.EncodeToString(sum[:])

@@ -85,10 +85,47 @@ const (
 	permAll = permRead | permWrite
 )
 
-// keyPattern is one ~pattern, %R~pattern or %W~pattern.
+// keyPattern is one ~pattern, %R~pattern or %W~pattern. Most patterns are
+// a prefix and a star (~app:*): those, and literal keys, are matched
+// without the glob matcher, so a check allocates nothing.
 type keyPattern struct {
 	pattern string
 	perm    keyPerm
+	prefix  string // the pattern is prefix + "*", without other glob characters
+	kind    uint8  // patAll, patLiteral, patPrefix, patGlob
+}
+
+const (
+	patGlob uint8 = iota
+	patAll
+	patLiteral
+	patPrefix
+)
+
+func newKeyPattern(pattern string, perm keyPerm) keyPattern {
+	p := keyPattern{pattern: pattern, perm: perm}
+	glob := strings.IndexAny(pattern, "*?[\\")
+	switch {
+	case pattern == "*":
+		p.kind = patAll
+	case glob < 0:
+		p.kind = patLiteral
+	case glob == len(pattern)-1 && pattern[glob] == '*':
+		p.kind, p.prefix = patPrefix, pattern[:glob]
+	}
+	return p
+}
+
+func (p *keyPattern) matches(key []byte) bool {
+	switch p.kind {
+	case patAll:
+		return true
+	case patLiteral:
+		return string(key) == p.pattern
+	case patPrefix:
+		return len(key) >= len(p.prefix) && string(key[:len(p.prefix)]) == p.prefix
+	}
+	return match.Match(string(key), p.pattern)
 }
 
 func (p keyPattern) String() string {
@@ -341,7 +378,7 @@ func (u *aclUser) applySelector(op []byte) error {
 		if i := slices.IndexFunc(u.patterns, func(p keyPattern) bool { return p.pattern == string(pat) }); i >= 0 {
 			u.patterns[i].perm |= perm
 		} else {
-			u.patterns = append(u.patterns, keyPattern{pattern: string(pat), perm: perm})
+			u.patterns = append(u.patterns, newKeyPattern(string(pat), perm))
 		}
 		u.allKeys = false
 	case op[0] == '&':
@@ -581,7 +618,10 @@ const (
 // check reports whether the user may run cmd with args, and for a key
 // denial the index of the offending argument. cmd is the top-level row;
 // for a container, the subcommand named by args[1] is what is checked.
-func (u *aclUser) check(cmd *command, args [][]byte) (aclDenial, int) {
+//
+// buf is scratch space for the keys, which the caller keeps (a
+// connection's), so that a check allocates nothing.
+func (u *aclUser) check(cmd *command, args [][]byte, buf []keyRef) (aclDenial, int) {
 	if cmd.flags&flagNoAuth != 0 {
 		return aclOK, 0
 	}
@@ -607,29 +647,18 @@ func (u *aclUser) check(cmd *command, args [][]byte) (aclDenial, int) {
 	if u.allKeys {
 		return aclOK, 0
 	}
-	denied := -1
-	cmd.keys(args, func(i int, need keyPerm) bool {
-		if !u.keyAllowed(args[i], need) {
-			denied = i
-			return false
+	for _, k := range cmd.keys(args, buf[:0]) {
+		if !u.keyAllowed(args[k.at], k.need) {
+			return aclDeniedKey, k.at
 		}
-		return true
-	})
-	if denied >= 0 {
-		return aclDeniedKey, denied
 	}
 	return aclOK, 0
 }
 
 func (u *aclUser) keyAllowed(key []byte, need keyPerm) bool {
-	if u.allKeys {
-		return true
-	}
-	for _, p := range u.patterns {
-		if p.perm&need != need {
-			continue
-		}
-		if p.pattern == "*" || match.Match(string(key), p.pattern) {
+	for i := range u.patterns {
+		p := &u.patterns[i]
+		if p.perm&need == need && p.matches(key) {
 			return true
 		}
 	}

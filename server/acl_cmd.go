@@ -181,7 +181,7 @@ func cmdACL(s *Server, c *client, args [][]byte) {
 			c.writeError(fmt.Errorf("wrong number of arguments for '%s' command", cmd.subcommand(rest).fullname))
 			return
 		}
-		switch d, at := ref.rules.Load().check(cmd, rest); d {
+		switch d, at := ref.rules.Load().check(cmd, rest, nil); d {
 		case aclDeniedCmd:
 			c.writeBulkString("This user has no permissions to run the '" + cmd.subcommand(rest).fullname + "' command")
 		case aclDeniedKey:

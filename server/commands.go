@@ -74,7 +74,7 @@ type command struct {
 	// them all.
 	cats     aclCategory
 	keyPerm  keyPerm
-	findKeys func(args [][]byte, fn func(i int, need keyPerm) bool)
+	findKeys func(args [][]byte, buf []keyRef) []keyRef
 	subs     []*command
 
 	// Set when the table is built: the index into aclCommands, the name
@@ -104,55 +104,59 @@ func (cmd *command) subcommand(args [][]byte) *command {
 	return cmd
 }
 
-// keys calls fn with the index and required permission of each key in
-// args, until fn returns false.
-func (cmd *command) keys(args [][]byte, fn func(i int, need keyPerm) bool) {
+// keyRef is one key of a command: its argument index and what the command
+// does with it.
+type keyRef struct {
+	at   int
+	need keyPerm
+}
+
+// keys appends the command's keys in args to buf (a caller's stack array,
+// so the check allocates nothing) and returns it.
+func (cmd *command) keys(args [][]byte, buf []keyRef) []keyRef {
 	if cmd.findKeys != nil {
-		cmd.findKeys(args, fn)
-		return
+		return cmd.findKeys(args, buf)
 	}
 	if cmd.firstKey <= 0 {
-		return
+		return buf
 	}
 	last := cmd.lastKey
 	if last < 0 {
 		last = len(args) + last
 	}
 	for i := cmd.firstKey; i <= last && i < len(args); i += max(cmd.step, 1) {
-		if !fn(i, cmd.keyPerm) {
-			return
-		}
+		buf = append(buf, keyRef{at: i, need: cmd.keyPerm})
 	}
+	return buf
 }
 
 // setKeys: SET reads its key too when it returns the old value (GET).
-func setKeys(args [][]byte, fn func(int, keyPerm) bool) {
+func setKeys(args [][]byte, buf []keyRef) []keyRef {
 	need := permWrite
 	for _, a := range args[3:] {
 		if isWord(a, "get") {
 			need = permAll
 		}
 	}
-	fn(1, need)
+	return append(buf, keyRef{at: 1, need: need})
 }
 
 // limitAllKeys finds the key of every limit in LIMIT.ALL n <limit>...,
 // stopping where the syntax stops making sense (the parser reports that).
-func limitAllKeys(args [][]byte, fn func(int, keyPerm) bool) {
+func limitAllKeys(args [][]byte, buf []keyRef) []keyRef {
 	for i := 2; i+1 < len(args); {
 		row := commands[strings.ToLower(string(args[i]))]
 		if row == nil || row.limitArgs == 0 {
-			return
+			return buf
 		}
-		if !fn(i+1, permAll) {
-			return
-		}
+		buf = append(buf, keyRef{at: i + 1, need: permAll})
 		take := row.limitArgs
 		if i+take < len(args) && isWord(args[i+take], "ms") {
 			take++
 		}
 		i += take
 	}
+	return buf
 }
 
 // categories are the ACL categories the flags imply, as Redis derives

@@ -43,6 +43,7 @@ type client struct {
 	// user is who the connection is authenticated as (the default user
 	// until AUTH); written by the connection's goroutine under mu.
 	user         *userRef
+	keyBuf       []keyRef // scratch for ACL key checks
 	authed       bool
 	authFailures int
 	quit         bool
@@ -71,6 +72,7 @@ func newClient(s *Server, nc net.Conn) *client {
 		addr:    nc.RemoteAddr().String(),
 		created: time.Now(),
 		rbuf:    make([]byte, initialReadBuffer),
+		keyBuf:  make([]keyRef, 0, 16),
 		args:    make([][]byte, 256),
 	}
 	if tcp, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
@@ -256,7 +258,7 @@ func (c *client) dispatch(args [][]byte) {
 // checkACL refuses a command the connection's user may not run, or one
 // touching a key it may not, and records the refusal (INFO, ACL LOG).
 func (c *client) checkACL(u *aclUser, cmd *command, args [][]byte) error {
-	d, at := u.check(cmd, args)
+	d, at := u.check(cmd, args, c.keyBuf[:0])
 	switch d {
 	case aclDeniedCmd:
 		c.s.cmdDenied.Add(1)

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,6 +22,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/sluicehq/sluice/bench"
+	"github.com/sluicehq/sluice/internal/certs"
 )
 
 func main() {
@@ -69,6 +72,10 @@ type options struct {
 	startSluice string
 	sluiceCPU   int
 	sluiceArgs  string
+	tls         bool
+	cacert      string
+	user        string
+	pass        string
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -128,6 +135,10 @@ Flags:
 	fs.StringVar(&o.startSluice, "start-sluice", "", "start this sluice-server binary on a free 127.0.0.1 port and measure it")
 	fs.IntVar(&o.sluiceCPU, "sluice-cpu", -1, "pin the started sluice-server to this CPU (taskset)")
 	fs.StringVar(&o.sluiceArgs, "sluice-args", "", "extra arguments for the started sluice-server, space-separated")
+	fs.BoolVar(&o.tls, "tls", false, "TLS: started servers listen for TLS only, with certificates made for the run; every connection does the handshake")
+	fs.StringVar(&o.cacert, "cacert", "", "with --tls and --*-addr targets: the CA their certificates chain to")
+	fs.StringVar(&o.user, "user", "", "ACL user every connection authenticates as (AUTH user password)")
+	fs.StringVar(&o.pass, "pass", "", "password every connection authenticates with (AUTH)")
 
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -164,6 +175,23 @@ Flags:
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	var tlsFiles *bench.TLSFiles
+	var clientTLS *tls.Config
+	if o.tls {
+		var err error
+		if tlsFiles, clientTLS, err = runTLS(o.cacert); err != nil {
+			fmt.Fprintf(stderr, "sluice-bench: --tls: %v\n", err)
+			return exitUsage
+		}
+		if tlsFiles != nil {
+			defer os.RemoveAll(filepath.Dir(tlsFiles.CAFile))
+		}
+	}
+	secured := func(t bench.Target) bench.Target {
+		t.TLS, t.User, t.Password = clientTLS, o.user, o.pass
+		return t
+	}
+
 	var targets []bench.Target
 	var servers []*bench.Server
 	defer func() {
@@ -175,7 +203,7 @@ Flags:
 	}()
 	if o.startSluice != "" {
 		s, err := bench.StartSluice(ctx, bench.SluiceOptions{
-			Path: o.startSluice, CPU: o.sluiceCPU, PinCPU: o.sluiceCPU >= 0, Args: strings.Fields(o.sluiceArgs),
+			Path: o.startSluice, CPU: o.sluiceCPU, PinCPU: o.sluiceCPU >= 0, Args: strings.Fields(o.sluiceArgs), TLS: tlsFiles,
 		})
 		if err != nil {
 			fmt.Fprintf(stderr, "sluice-bench: %v\n", err)
@@ -183,25 +211,25 @@ Flags:
 		}
 		servers = append(servers, s)
 		fmt.Fprintf(stderr, "started sluice-server pid %d on %s%s\n", s.Pid(), s.Addr, cpuNote(s.CPU))
-		targets = append(targets, bench.Target{Kind: bench.KindSluice, Addr: s.Addr, Pid: s.Pid()})
+		targets = append(targets, secured(bench.Target{Kind: bench.KindSluice, Addr: s.Addr, Pid: s.Pid()}))
 	} else if o.sluiceAddr != "" {
-		targets = append(targets, bench.Target{Kind: bench.KindSluice, Addr: o.sluiceAddr})
+		targets = append(targets, secured(bench.Target{Kind: bench.KindSluice, Addr: o.sluiceAddr}))
 	}
 	if o.startRedis {
-		s, err := bench.StartRedis(ctx, bench.RedisOptions{Path: o.redisServer, CPU: o.redisCPU, PinCPU: o.redisCPU >= 0})
+		s, err := bench.StartRedis(ctx, bench.RedisOptions{Path: o.redisServer, CPU: o.redisCPU, PinCPU: o.redisCPU >= 0, TLS: tlsFiles})
 		if err != nil {
 			fmt.Fprintf(stderr, "sluice-bench: %v\n", err)
 			return exitNoStart
 		}
 		servers = append(servers, s)
 		fmt.Fprintf(stderr, "started redis-server pid %d on %s%s\n", s.Pid(), s.Addr, cpuNote(s.CPU))
-		targets = append(targets, bench.Target{Kind: bench.KindRedis, Addr: s.Addr, Pid: s.Pid()})
+		targets = append(targets, secured(bench.Target{Kind: bench.KindRedis, Addr: s.Addr, Pid: s.Pid()}))
 	} else if o.redisAddr != "" {
-		targets = append(targets, bench.Target{Kind: bench.KindRedis, Addr: o.redisAddr})
+		targets = append(targets, secured(bench.Target{Kind: bench.KindRedis, Addr: o.redisAddr}))
 	}
 	if len(targets) == 0 || set["h"] || set["p"] {
 		addr := net.JoinHostPort(o.host, strconv.Itoa(o.port))
-		targets = append(targets, bench.Target{Kind: bench.KindAny, Addr: addr})
+		targets = append(targets, secured(bench.Target{Kind: bench.KindAny, Addr: addr}))
 	}
 	// Refuse non-loopback targets before any traffic, with one clear message.
 	for _, t := range targets {
@@ -307,4 +335,30 @@ func writeFile(path string, write func(io.Writer) error) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return f.Close()
+}
+
+// runTLS prepares --tls: with --cacert, a client config trusting it (for
+// --*-addr targets); otherwise certificates made for this run, which the
+// started servers use.
+func runTLS(cacert string) (*bench.TLSFiles, *tls.Config, error) {
+	if cacert != "" {
+		f := &bench.TLSFiles{CAFile: cacert}
+		cfg, err := f.ClientConfig()
+		return nil, cfg, err
+	}
+	dir, err := os.MkdirTemp("", "sluice-bench-tls-")
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := certs.Generate(dir, []string{"127.0.0.1", "localhost"}); err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	f := &bench.TLSFiles{CertFile: filepath.Join(dir, "node.crt"), KeyFile: filepath.Join(dir, "node.key"), CAFile: filepath.Join(dir, "ca.crt")}
+	cfg, err := f.ClientConfig()
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	return f, cfg, nil
 }
