@@ -53,26 +53,27 @@ var (
 var version = "0.1.0"
 
 type options struct {
-	port        portFlag
-	tlsPort     portFlag
-	tls         server.TLSFiles
-	tlsCluster  string
-	tlsRepl     string
-	bind        string
-	requirePass string
-	aclFile     string
-	maxMemory   string
-	maxClients  int
-	shards      int
-	debug       string
-	logLevel    string
-	dir         string
-	appendOnly  string
-	appendFsync string
-	rewritePct  int
-	rewriteMin  string
-	checkLog    string
-	fix         bool
+	port            portFlag
+	tlsPort         portFlag
+	tls             server.TLSFiles
+	tlsCluster      string
+	tlsRepl         string
+	bind            string
+	requirePass     string
+	aclFile         string
+	authMaxFailures int
+	maxMemory       string
+	maxClients      int
+	shards          int
+	debug           string
+	logLevel        string
+	dir             string
+	appendOnly      string
+	appendFsync     string
+	rewritePct      int
+	rewriteMin      string
+	checkLog        string
+	fix             bool
 
 	clusterEnabled    string
 	clusterNodeID     string
@@ -115,6 +116,7 @@ func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.bind, "bind", "127.0.0.1", "addresses to listen on, space separated")
 	fs.StringVar(&o.requirePass, "requirepass", "", "the default user's password, for AUTH password (empty: none)")
 	fs.StringVar(&o.aclFile, "aclfile", "", "file of ACL users, loaded at start and by ACL LOAD, written by ACL SAVE (empty: none)")
+	fs.IntVar(&o.authMaxFailures, "auth-max-failures", 10, "close a connection after this many failed AUTH attempts (0: never)")
 	fs.StringVar(&o.maxMemory, "maxmemory", "0", "memory limit for stored state (e.g. 512mb; 0: none); past it new state gets -OOM")
 	fs.IntVar(&o.maxClients, "maxclients", 10000, "maximum concurrent connections")
 	fs.IntVar(&o.shards, "shards", 0, "number of shards, rounded up to a power of two (0: 4 x GOMAXPROCS)")
@@ -290,6 +292,12 @@ func run(args []string, stderr io.Writer) int {
 		Persistence: persister,
 		RequirePass: o.requirePass,
 		ACLFile:     o.aclFile,
+		AuthMaxFailures: func() int {
+			if o.authMaxFailures <= 0 {
+				return -1 // never
+			}
+			return o.authMaxFailures
+		}(),
 		MaxClients:  o.maxClients,
 		EnableDebug: dbg,
 		Version:     version,
