@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -61,10 +60,10 @@ func cmdACL(s *Server, c *client, args [][]byte) {
 			return
 		}
 		u := ref.rules.Load()
-		c.writeArray(12)
+		c.writeMap(6)
 		c.writeBulkString("flags")
 		flags := u.flagNames()
-		c.writeArray(len(flags))
+		c.writeSet(len(flags))
 		for _, f := range flags {
 			c.writeBulkString(f)
 		}
@@ -435,7 +434,7 @@ func (l *aclLog) write(c *client, count int) {
 	now := time.Now()
 	c.writeArray(len(entries))
 	for _, e := range entries {
-		c.writeArray(14)
+		c.writeMap(7)
 		c.writeBulkString("count")
 		c.writeInt(e.count)
 		c.writeBulkString("reason")
@@ -447,7 +446,7 @@ func (l *aclLog) write(c *client, count int) {
 		c.writeBulkString("username")
 		c.writeBulkString(e.username)
 		c.writeBulkString("age-seconds")
-		c.writeBulkString(strconv.FormatFloat(now.Sub(e.at).Seconds(), 'g', 17, 64))
+		c.writeDouble(now.Sub(e.at).Seconds())
 		c.writeBulkString("client-info")
 		c.writeBulkString(e.client)
 	}

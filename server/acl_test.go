@@ -26,6 +26,30 @@ func newTwin(t *testing.T, ts *sluicetest.Server, r *sluicetest.Redis) *twin {
 	return &twin{t: t, sluice: sluicetest.DialRaw(t, "tcp", ts.Addr), redis: sluicetest.DialRaw(t, r.Network, r.Addr)}
 }
 
+// protocols runs f once over RESP2 and once over RESP3 (after HELLO 3 on
+// both connections; the HELLO replies name different servers).
+func protocols(t *testing.T, f func(t *testing.T, resp3 bool)) {
+	for _, resp3 := range []bool{false, true} {
+		name := "resp2"
+		if resp3 {
+			name = "resp3"
+		}
+		t.Run(name, func(t *testing.T) { f(t, resp3) })
+	}
+}
+
+// hello switches both connections to RESP3 when asked.
+func (w *twin) hello(resp3 bool) {
+	w.t.Helper()
+	if !resp3 {
+		return
+	}
+	got, want := w.both("HELLO", "3")
+	if !strings.HasPrefix(got, "%7\r\n") || !strings.HasPrefix(want, "%7\r\n") {
+		w.t.Fatalf("HELLO 3:\n sluice %q\n redis  %q", got, want)
+	}
+}
+
 // same sends args to both and fails unless the replies are the same
 // bytes, once single-command ACL rules are put in order: Redis lists them
 // in its command dictionary's order, which changes from process to
@@ -137,10 +161,13 @@ func TestACLCategoriesMatchRedis(t *testing.T) {
 // Scripted ACL sessions, replies compared byte for byte with Redis's:
 // users, flags, passwords, key patterns, rule errors, descriptions, and
 // what a user may run.
-func TestACLTranscriptMatchesRedis(t *testing.T) {
+func TestACLTranscriptMatchesRedis(t *testing.T) { protocols(t, testACLTranscript) }
+
+func testACLTranscript(t *testing.T, resp3 bool) {
 	ts := sluicetest.Start(t, sluicetest.Options{})
 	r := sluicetest.StartRedis(t)
 	w := newTwin(t, ts, r)
+	w.hello(resp3)
 	steps := [][]string{
 		{"ACL", "LIST"},
 		{"ACL", "USERS"},
@@ -246,11 +273,16 @@ func TestACLTranscriptMatchesRedis(t *testing.T) {
 }
 
 // stripLogNoise blanks each ACL LOG entry's age-seconds and client-info
-// values.
+// values (a bulk string, or a RESP3 double for the age).
 func stripLogNoise(reply string) string {
 	lines := strings.Split(reply, "\r\n")
 	for i := 0; i+2 < len(lines); i++ {
-		if lines[i] == "age-seconds" || lines[i] == "client-info" {
+		if lines[i] != "age-seconds" && lines[i] != "client-info" {
+			continue
+		}
+		if strings.HasPrefix(lines[i+1], ",") {
+			lines[i+1] = ","
+		} else {
 			lines[i+1], lines[i+2] = "$", "-"
 		}
 	}
@@ -269,9 +301,12 @@ func sha(s string) string {
 // text is compared too where it is a single category or command away
 // from +@all or -@all; beyond that Redis's best-fit description depends
 // on its whole command table, and the permissions are what must agree.
-func TestACLRandomRulesMatchRedis(t *testing.T) {
+func TestACLRandomRulesMatchRedis(t *testing.T) { protocols(t, testACLRandomRules) }
+
+func testACLRandomRules(t *testing.T, resp3 bool) {
 	ts := sluicetest.Start(t, sluicetest.Options{})
 	w := newTwin(t, ts, sluicetest.StartRedis(t))
+	w.hello(resp3)
 	mods := []string{
 		"on", "off", "nopass", "resetpass", ">pw1", ">pw2", "<pw1", "#" + sha("pw3"), "!" + sha("pw3"), "#bad", "reset",
 		"allkeys", "resetkeys", "~app:*", "~k*", "%R~ro:*", "%W~wo:*", "%RW~rw:*", "~*",

@@ -185,7 +185,7 @@ func cmdCluster(s *Server, c *client, args [][]byte) {
 		}
 	case sub == "shards" && len(args) == 2:
 		c.writeArray(1)
-		c.writeArray(4)
+		c.writeMap(2)
 		c.writeBulkString("slots")
 		if leaderKnown {
 			c.writeArray(2)
@@ -202,7 +202,7 @@ func cmdCluster(s *Server, c *client, args [][]byte) {
 			if n.Leader {
 				role = "master"
 			}
-			c.writeArray(14)
+			c.writeMap(7)
 			c.writeBulkString("id")
 			c.writeBulkString(n.ID)
 			c.writeBulkString("port")
@@ -238,13 +238,13 @@ func cmdCluster(s *Server, c *client, args [][]byte) {
 			}
 			fmt.Fprintf(&b, "%s %s:%d@%d %s %s 0 0 %d connected%s\n", n.ID, host, port, port+10000, flags, master, v.Term, slots)
 		}
-		c.writeBulkString(b.String())
+		c.writeVerbatim(b.String())
 	case sub == "info" && len(args) == 2:
 		state := "ok"
 		if !leaderKnown {
 			state = "fail"
 		}
-		c.writeBulkString(strings.Join([]string{
+		c.writeVerbatim(strings.Join([]string{
 			"cluster_enabled:1",
 			"cluster_state:" + state,
 			"cluster_slots_assigned:16384",

@@ -30,7 +30,7 @@ func cmdConfig(s *Server, c *client, args [][]byte) {
 			}
 		}
 		sort.Strings(keys)
-		c.writeArray(2 * len(keys))
+		c.writeMap(len(keys))
 		for _, k := range keys {
 			c.writeBulkString(k)
 			c.writeBulkString(all[k])

@@ -46,7 +46,11 @@ type client struct {
 	keyBuf       []keyRef // scratch for ACL key checks
 	authed       bool
 	authFailures int
-	quit         bool
+	// resp3 is the protocol HELLO chose: RESP3 types for maps, sets,
+	// nulls, doubles and verbatim text; RESP2 otherwise. Only the
+	// connection's goroutine reads and writes it.
+	resp3 bool
+	quit  bool
 	readonly     bool // READONLY: reads may be served by a follower
 
 	rbuf       []byte
@@ -372,7 +376,74 @@ func (c *client) writeBulkString(s string) {
 }
 func (c *client) writeStatus(s string) { c.out = redcon.AppendString(c.out, s) }
 func (c *client) writeArray(n int)     { c.out = redcon.AppendArray(c.out, n) }
-func (c *client) writeNil()            { c.out = redcon.AppendNull(c.out) }
+// Writers whose RESP3 form differs. RESP2 connections pay one predictable
+// branch on these only; decisions (arrays of integers) are the same bytes
+// in both and never reach them.
+
+func (c *client) writeNil() {
+	if c.resp3 {
+		c.out = append(c.out, "_\r\n"...)
+		return
+	}
+	c.out = redcon.AppendNull(c.out)
+}
+
+// writeNilArray is a missing array: *-1 in RESP2, _ in RESP3.
+func (c *client) writeNilArray() {
+	if c.resp3 {
+		c.out = append(c.out, "_\r\n"...)
+		return
+	}
+	c.out = append(c.out, "*-1\r\n"...)
+}
+
+// writeMap starts a map of n pairs: a flat array of 2n in RESP2.
+func (c *client) writeMap(n int) {
+	if !c.resp3 {
+		c.writeArray(2 * n)
+		return
+	}
+	c.out = append(c.out, '%')
+	c.out = strconv.AppendInt(c.out, int64(n), 10)
+	c.out = append(c.out, '\r', '\n')
+}
+
+// writeSet starts a set of n: an array in RESP2.
+func (c *client) writeSet(n int) {
+	if !c.resp3 {
+		c.writeArray(n)
+		return
+	}
+	c.out = append(c.out, '~')
+	c.out = strconv.AppendInt(c.out, int64(n), 10)
+	c.out = append(c.out, '\r', '\n')
+}
+
+// writeDouble writes f as Redis does (%.17g): a bulk string in RESP2, a
+// double in RESP3.
+func (c *client) writeDouble(f float64) {
+	if !c.resp3 {
+		c.writeBulkString(strconv.FormatFloat(f, 'g', 17, 64))
+		return
+	}
+	c.out = append(c.out, ',')
+	c.out = strconv.AppendFloat(c.out, f, 'g', 17, 64)
+	c.out = append(c.out, '\r', '\n')
+}
+
+// writeVerbatim writes text (INFO, CLIENT INFO): a bulk string in RESP2,
+// a verbatim string of format txt in RESP3.
+func (c *client) writeVerbatim(text string) {
+	if !c.resp3 {
+		c.writeBulkString(text)
+		return
+	}
+	c.out = append(c.out, '=')
+	c.out = strconv.AppendInt(c.out, int64(len(text)+4), 10)
+	c.out = append(c.out, "\r\ntxt:"...)
+	c.out = append(c.out, text...)
+	c.out = append(c.out, '\r', '\n')
+}
 
 func (c *client) writeReply(r *engine.Reply) {
 	switch r.Kind {
@@ -408,13 +479,18 @@ func (c *client) writeReply(r *engine.Reply) {
 		c.writeInt(round(d.ResetAfter))
 	case engine.ReplyError:
 		c.writeError(r.Err)
-	case engine.ReplyArray, engine.ReplyMap:
+	case engine.ReplyArray:
 		c.writeArray(len(r.Items))
 		for i := range r.Items {
 			c.writeReply(&r.Items[i])
 		}
+	case engine.ReplyMap:
+		c.writeMap(len(r.Items) / 2)
+		for i := range r.Items {
+			c.writeReply(&r.Items[i])
+		}
 	case engine.ReplyNilArray:
-		c.out = append(c.out, "*-1\r\n"...)
+		c.writeNilArray()
 	default:
 		c.writeError(errors.New("internal error: reply kind " + strconv.Itoa(int(r.Kind))))
 	}

@@ -71,18 +71,21 @@ func cmdAuth(s *Server, c *client, args [][]byte) {
 // Sluice speaks RESP2 only; HELLO 3 answers NOPROTO, on which clients fall
 // back to RESP2.
 func cmdHello(s *Server, c *client, args [][]byte) {
+	proto := int64(0) // no version: keep the connection's
 	if len(args) >= 2 {
 		v, err := engine.ParseInt64(args[1])
 		if err != nil {
 			c.writeError(errors.New("Protocol version is not an integer or out of range"))
 			return
 		}
-		if v != 2 {
+		if v < 2 || v > 3 {
 			c.writeError(errNoProto)
 			return
 		}
+		proto = v
 	}
-	var setName []byte
+	// Options apply in order, as Redis's: a name is set even when the
+	// authentication check that follows refuses.
 	for i := 2; i < len(args); i++ {
 		switch {
 		case isWord(args[i], "auth") && i+2 < len(args):
@@ -92,33 +95,39 @@ func cmdHello(s *Server, c *client, args [][]byte) {
 			}
 			i += 2
 		case isWord(args[i], "setname") && i+1 < len(args):
-			setName = args[i+1]
+			if err := validName(args[i+1]); err != nil {
+				c.writeError(err)
+				return
+			}
+			c.mu.Lock()
+			c.name = string(args[i+1])
+			c.mu.Unlock()
 			i++
 		default:
-			c.writeError(fmt.Errorf("syntax error in HELLO option '%s'", args[i]))
+			c.writeError(fmt.Errorf("Syntax error in HELLO option '%s'", args[i]))
 			return
 		}
 	}
 	if !c.authed {
-		c.writeError(errNoAuth)
+		c.writeError(errHelloNoAuth)
 		return
 	}
-	if setName != nil {
-		if err := validName(setName); err != nil {
-			c.writeError(err)
-			return
-		}
-		c.mu.Lock()
-		c.name = string(setName)
-		c.mu.Unlock()
+	if proto != 0 {
+		c.resp3 = proto == 3
 	}
-	c.writeArray(14)
+	c.writeMap(7)
 	c.writeBulkString("server")
 	c.writeBulkString("sluice")
+	// The Redis version Sluice answers as (INFO's redis_version): clients
+	// that gate features on it read this field.
 	c.writeBulkString("version")
-	c.writeBulkString(s.cfg.Version)
+	c.writeBulkString(redisVersion)
 	c.writeBulkString("proto")
-	c.writeInt(2)
+	if c.resp3 {
+		c.writeInt(3)
+	} else {
+		c.writeInt(2)
+	}
 	c.writeBulkString("id")
 	c.writeInt(c.id)
 	c.writeBulkString("mode")
@@ -206,9 +215,9 @@ func cmdClient(s *Server, c *client, args [][]byte) {
 			b.WriteString(cl.describe())
 			b.WriteByte('\n')
 		}
-		c.writeBulkString(b.String())
+		c.writeVerbatim(b.String())
 	case sub == "info" && len(args) == 2:
-		c.writeBulkString(c.describe() + "\n")
+		c.writeVerbatim(c.describe() + "\n")
 	default:
 		c.writeError(fmt.Errorf("unknown subcommand or wrong number of arguments for '%s'. Try CLIENT HELP.", args[1]))
 	}

@@ -14,11 +14,13 @@ var (
 	errSyntax  = errors.New("syntax error")
 	errNoAuth  = errors.New("authentication required")
 	errNoProto = errors.New("unsupported protocol version")
-	errBadPass = errors.New("invalid username-password pair or user is disabled")
-	errNoPass  = errors.New("AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
-	errDB      = errors.New("DB index is out of range")
-	errDebug   = errors.New("DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.")
-	errMaxClt  = errors.New("max number of clients reached")
+	// errHelloNoAuth is NOAUTH as HELLO words it.
+	errHelloNoAuth = errors.New("HELLO must be called with the client already authenticated")
+	errBadPass     = errors.New("invalid username-password pair or user is disabled")
+	errNoPass      = errors.New("AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
+	errDB          = errors.New("DB index is out of range")
+	errDebug       = errors.New("DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.")
+	errMaxClt      = errors.New("max number of clients reached")
 )
 
 // permError is an ACL refusal: of a command (command set), or of a key.
@@ -76,6 +78,8 @@ func errorText(err error) string {
 		return "CLUSTERDOWN the cluster has no quorum"
 	case errors.Is(err, errNoAuth):
 		return "NOAUTH Authentication required."
+	case errors.Is(err, errHelloNoAuth):
+		return "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"
 	case errors.Is(err, errNoProto):
 		return "NOPROTO unsupported protocol version"
 	case errors.Is(err, errBadPass):

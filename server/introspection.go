@@ -47,7 +47,7 @@ func cmdCommand(s *Server, c *client, args [][]byte) {
 			if cmd := commands[strings.ToLower(string(n))]; cmd != nil {
 				c.writeCommandInfo(cmd)
 			} else {
-				c.out = append(c.out, "*-1\r\n"...)
+				c.writeNilArray()
 			}
 		}
 	case "docs":
@@ -61,7 +61,7 @@ func cmdCommand(s *Server, c *client, args [][]byte) {
 				}
 			}
 		}
-		c.writeArray(2 * len(list))
+		c.writeMap(len(list))
 		for _, cmd := range list {
 			c.writeBulkString(cmd.name)
 			c.writeCommandDocs(cmd)
@@ -71,10 +71,12 @@ func cmdCommand(s *Server, c *client, args [][]byte) {
 	}
 }
 
-// writeCommandInfo writes the 10-element reply Redis 7 gives per command.
+// writeCommandInfo writes the 10-element reply Redis 7 gives per command:
+// flags and ACL categories as sets (arrays in RESP2), then tips, key specs
+// (Sluice has none) and subcommands, each the same 10 elements.
 func (c *client) writeCommandInfo(cmd *command) {
 	c.writeArray(10)
-	c.writeBulkString(cmd.name)
+	c.writeBulkString(cmd.fullname)
 	c.writeInt(int64(cmd.arity))
 	var flags []string
 	for _, f := range flagNames {
@@ -82,22 +84,36 @@ func (c *client) writeCommandInfo(cmd *command) {
 			flags = append(flags, f.name)
 		}
 	}
-	c.writeArray(len(flags))
+	c.writeSet(len(flags))
 	for _, f := range flags {
 		c.writeStatus(f)
 	}
 	c.writeInt(int64(cmd.firstKey))
 	c.writeInt(int64(cmd.lastKey))
 	c.writeInt(int64(cmd.step))
-	c.writeArray(1)
-	c.writeStatus("@" + cmd.group)
-	c.writeArray(0) // tips
-	c.writeArray(0) // key specs
-	c.writeArray(0) // subcommands
+	var cats []string
+	for _, cat := range aclCategories {
+		if cmd.cats&cat.cat != 0 {
+			cats = append(cats, "@"+cat.name)
+		}
+	}
+	c.writeSet(len(cats))
+	for _, cat := range cats {
+		c.writeStatus(cat)
+	}
+	c.writeSet(0) // tips
+	c.writeSet(0) // key specs
+	c.writeArray(len(cmd.subs))
+	for _, sub := range cmd.subs {
+		c.writeCommandInfo(sub)
+	}
 }
 
+// writeCommandDocs writes one command's docs: a map (a flat array in
+// RESP2) of summary, since, group, complexity and the arguments, each a
+// map too.
 func (c *client) writeCommandDocs(cmd *command) {
-	c.writeArray(10)
+	c.writeMap(5)
 	c.writeBulkString("summary")
 	c.writeBulkString(cmd.summary)
 	c.writeBulkString("since")
@@ -116,14 +132,14 @@ func (c *client) writeCommandDocs(cmd *command) {
 		if a.multiple {
 			flags = append(flags, "multiple")
 		}
-		n := 4
+		n := 2
 		if a.typ == "pure-token" {
-			n += 2
+			n++
 		}
 		if len(flags) > 0 {
-			n += 2
+			n++
 		}
-		c.writeArray(n)
+		c.writeMap(n)
 		c.writeBulkString("name")
 		c.writeBulkString(strings.ToLower(strings.Fields(a.name)[0]))
 		c.writeBulkString("type")
@@ -138,7 +154,7 @@ func (c *client) writeCommandDocs(cmd *command) {
 		}
 		if len(flags) > 0 {
 			c.writeBulkString("flags")
-			c.writeArray(len(flags))
+			c.writeSet(len(flags))
 			for _, f := range flags {
 				c.writeStatus(f)
 			}
@@ -170,7 +186,7 @@ func cmdInfo(s *Server, c *client, args [][]byte) {
 	uptime := time.Since(s.started)
 	section("server",
 		"sluice_version:"+s.cfg.Version,
-		"redis_version:7.2.0",
+		"redis_version:"+redisVersion,
 		"redis_mode:"+s.mode(),
 		"os:"+runtime.GOOS+" "+runtime.GOARCH,
 		"go_version:"+runtime.Version(),
@@ -231,7 +247,7 @@ func cmdInfo(s *Server, c *client, args [][]byte) {
 		keyspace = append(keyspace, "db0:keys="+strconv.FormatInt(st.Keys, 10)+",expires=0,avg_ttl=0")
 	}
 	section("keyspace", keyspace...)
-	c.writeBulkString(b.String())
+	c.writeVerbatim(b.String())
 }
 
 func humanBytes(n int64) string {

@@ -14,6 +14,8 @@ var (
 	errNotLimit    = errors.New("is not a decision command (CL.THROTTLE, SW.CHECK, SL.CHECK, FW.CHECK)")
 	errIncomplete  = errors.New("is missing arguments")
 	errLogLimit    = errors.New("is too large for a sliding log (at most 65536)")
+	// errDecrOverflow is Redis's DECRBY of the smallest integer.
+	errDecrOverflow = errors.New("decrement would overflow")
 )
 
 func parseInt(name string, b []byte) (int64, error) {

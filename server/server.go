@@ -259,6 +259,10 @@ func (s *Server) sweep(sw Sweeper) {
 	}
 }
 
+// redisVersion is the Redis version Sluice answers as (HELLO, INFO): the
+// one whose commands, replies and errors it copies.
+const redisVersion = "7.2.0"
+
 // ErrServerClosed is returned by Serve after Close.
 var ErrServerClosed = errors.New("server closed")
 

@@ -188,7 +188,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{[]any{"SET", "str", "v", "EX", "x"}, "ERR value is not an integer or out of range"},
 		{[]any{"SET", "str", "v", "NX", "XX"}, "ERR syntax error"},
 		{[]any{"DEBUG", "CLOCK", "SET", "1"}, "ERR the clock cannot go backwards"},
-		{[]any{"HELLO", "3"}, "NOPROTO unsupported protocol version"},
+		{[]any{"HELLO", "4"}, "NOPROTO unsupported protocol version"},
 	}
 	for _, c := range cases {
 		ts.Expect(t, errors.New(c.want), c.args...)

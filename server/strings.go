@@ -20,7 +20,7 @@ func parseIncr(sign int64, byArg bool) func(*engine.Command, [][]byte) error {
 		}
 		if sign < 0 {
 			if n == -1<<63 {
-				return engine.ErrOverflow
+				return errDecrOverflow
 			}
 			n = -n
 		}
@@ -33,6 +33,10 @@ func parseIncr(sign int64, byArg bool) func(*engine.Command, [][]byte) error {
 func parseSet(c *engine.Command, args [][]byte) error {
 	c.Key, c.Value = args[1], args[2]
 	expirySet := false
+	// As Redis, the options' syntax is checked first and the expiry's
+	// value after, so a syntax error wins over a bad expiry.
+	var expiry []byte
+	unit, relative := unitSeconds, false
 	for i := 3; i < len(args); i++ {
 		a := args[i]
 		switch {
@@ -46,27 +50,30 @@ func parseSet(c *engine.Command, args [][]byte) error {
 			c.Flags |= engine.FlagKeepTTL
 			expirySet = true
 		case (isWord(a, "ex") || isWord(a, "px") || isWord(a, "exat") || isWord(a, "pxat")) && !expirySet && i+1 < len(args):
-			unit := unitSeconds
 			if a[0] == 'p' || a[0] == 'P' {
 				unit = unitMillis
 			}
-			relative := len(a) == 2
-			n, err := scaleTime(args[i+1], unit, relative, "set")
-			if err != nil {
-				return err
-			}
-			if !relative && n <= 0 {
-				return errors.New("invalid expire time in 'set' command")
-			}
-			c.N[0] = n
-			if relative {
-				c.Flags |= engine.FlagRelative
-			}
+			relative = len(a) == 2
+			expiry = args[i+1]
 			expirySet = true
 			i++
 		default:
 			return errSyntax
 		}
+	}
+	if expiry == nil {
+		return nil
+	}
+	n, err := scaleTime(expiry, unit, relative, "set")
+	if err != nil {
+		return err
+	}
+	if !relative && n <= 0 {
+		return errors.New("invalid expire time in 'set' command")
+	}
+	c.N[0] = n
+	if relative {
+		c.Flags |= engine.FlagRelative
 	}
 	return nil
 }
