@@ -47,11 +47,12 @@ type client struct {
 	authed       bool
 	authFailures int
 	// resp3 is the protocol HELLO chose: RESP3 types for maps, sets,
-	// nulls, doubles and verbatim text; RESP2 otherwise. Only the
-	// connection's goroutine reads and writes it.
-	resp3 bool
-	quit  bool
-	readonly     bool // READONLY: reads may be served by a follower
+	// nulls, doubles and verbatim text; RESP2 otherwise. Written by the
+	// connection's goroutine under mu (CLIENT LIST reads it), read by it
+	// without.
+	resp3    bool
+	quit     bool
+	readonly bool // READONLY: reads may be served by a follower
 
 	rbuf       []byte
 	start, end int
@@ -246,7 +247,7 @@ func (c *client) dispatch(args [][]byte) {
 	}
 	if cmd.parse == nil {
 		c.flushBatch() // server-level commands see every earlier command done
-		c.setLastCmd(cmd.name)
+		c.setLastCmd(cmd.subcommand(args).fullname)
 		cmd.run(c.s, c, args)
 		return
 	}
@@ -376,6 +377,7 @@ func (c *client) writeBulkString(s string) {
 }
 func (c *client) writeStatus(s string) { c.out = redcon.AppendString(c.out, s) }
 func (c *client) writeArray(n int)     { c.out = redcon.AppendArray(c.out, n) }
+
 // Writers whose RESP3 form differs. RESP2 connections pay one predictable
 // branch on these only; decisions (arrays of integers) are the same bytes
 // in both and never reach them.

@@ -113,7 +113,10 @@ func cmdHello(s *Server, c *client, args [][]byte) {
 		return
 	}
 	if proto != 0 {
+		// Under mu: CLIENT LIST on other connections reads it.
+		c.mu.Lock()
 		c.resp3 = proto == 3
+		c.mu.Unlock()
 	}
 	c.writeMap(7)
 	c.writeBulkString("server")
@@ -226,6 +229,10 @@ func cmdClient(s *Server, c *client, args [][]byte) {
 func (c *client) describe() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return fmt.Sprintf("id=%d addr=%s laddr=%s name=%s age=%d db=0 cmd=%s user=%s lib-name=%s lib-ver=%s",
-		c.id, c.addr, c.nc.LocalAddr(), c.name, int(time.Since(c.created).Seconds()), c.lastCmd, c.user.name, c.libName, c.libVer)
+	resp := 2
+	if c.resp3 {
+		resp = 3
+	}
+	return fmt.Sprintf("id=%d addr=%s laddr=%s name=%s age=%d db=0 cmd=%s user=%s resp=%d lib-name=%s lib-ver=%s",
+		c.id, c.addr, c.nc.LocalAddr(), c.name, int(time.Since(c.created).Seconds()), c.lastCmd, c.user.name, resp, c.libName, c.libVer)
 }

@@ -72,7 +72,9 @@ func testRedisSubset(t *testing.T, resp3 bool) {
 		func() []string { return []string{"INCR", key()} },
 		func() []string { return []string{"DECR", key()} },
 		func() []string { return []string{"INCRBY", key(), num()} },
-		func() []string { return []string{"DECRBY", key(), []string{num(), "x", "-9223372036854775808"}[rng.IntN(3)]} },
+		func() []string {
+			return []string{"DECRBY", key(), []string{num(), "x", "-9223372036854775808"}[rng.IntN(3)]}
+		},
 		func() []string { return []string{"DEL", key(), key()} },
 		func() []string { return []string{"UNLINK", key()} },
 		func() []string { return []string{"EXISTS", key(), key(), key()} },
