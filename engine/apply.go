@@ -39,7 +39,7 @@ func (j *shardJob) apply(t *shard.Table, c *Command, now int64) (r Reply) {
 	return r
 }
 
-func isLimiter(k shard.Kind) bool { return k >= shard.KindGCRA }
+func isLimiter(k shard.Kind) bool { return k >= shard.KindGCRA && k <= shard.KindFixedWindow }
 
 // KindName is what TYPE reports for a record kind.
 func KindName(k shard.Kind) string {
@@ -54,6 +54,14 @@ func KindName(k shard.Kind) string {
 		return "sliding-log"
 	case shard.KindFixedWindow:
 		return "fixed-window"
+	case shard.KindHash:
+		return "hash"
+	case shard.KindList:
+		return "list"
+	case shard.KindSet:
+		return "set"
+	case shard.KindZSet:
+		return "zset"
 	}
 	return "none"
 }

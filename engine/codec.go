@@ -10,8 +10,16 @@ import (
 // entries. Only writes are encoded; a decoder accepts exactly the shapes the
 // op table allows.
 
+// hasArgs marks, in the byte after the op, a command that carries Args.
+// Records written before Args existed never set it, so they still decode.
+const hasArgs = 0x80
+
 func appendCommand(buf []byte, c *Command) []byte {
-	buf = append(buf, byte(c.Op), byte(c.Multi))
+	multi := byte(c.Multi)
+	if len(c.Args) > 0 {
+		multi |= hasArgs
+	}
+	buf = append(buf, byte(c.Op), multi)
 	buf = binary.AppendUvarint(buf, uint64(c.Flags))
 	buf = binary.AppendUvarint(buf, uint64(len(c.Key)))
 	buf = append(buf, c.Key...)
@@ -19,6 +27,13 @@ func appendCommand(buf []byte, c *Command) []byte {
 	buf = append(buf, c.Value...)
 	for _, n := range c.N {
 		buf = binary.AppendVarint(buf, n)
+	}
+	if len(c.Args) > 0 {
+		buf = binary.AppendUvarint(buf, uint64(len(c.Args)))
+		for _, a := range c.Args {
+			buf = binary.AppendUvarint(buf, uint64(len(a)))
+			buf = append(buf, a...)
+		}
 	}
 	// Sub-commands (LIMIT.ALL, multi-key DEL): one level deep.
 	buf = binary.AppendUvarint(buf, uint64(len(c.Sub)))
@@ -59,12 +74,23 @@ func DecodeCommands(b []byte, into []Command) ([]Command, []byte, error) {
 func (r *reader) command(depth int) (Command, error) {
 	var c Command
 	c.Op = Op(r.byte())
-	c.Multi = MultiKind(r.byte())
+	multi := r.byte()
+	c.Multi = MultiKind(multi &^ hasArgs)
 	c.Flags = Flags(r.uvarint())
 	c.Key = r.bytes()
 	c.Value = r.bytes()
 	for k := range c.N {
 		c.N[k] = r.varint()
+	}
+	if multi&hasArgs != 0 {
+		n := r.uvarint()
+		if r.err != nil || n == 0 || n > uint64(len(r.b)) {
+			return c, errBadRecord
+		}
+		c.Args = make([][]byte, n)
+		for i := range c.Args {
+			c.Args[i] = r.bytes()
+		}
 	}
 	subs := r.uvarint()
 	if r.err != nil || subs > uint64(len(r.b)) || (subs > 0 && depth > 0) {

@@ -44,6 +44,11 @@ type Command struct {
 	Multi MultiKind
 	Key   []byte
 	Value []byte
+	// Args are a data-type command's arguments after its key, as the
+	// client sent them: the op parses them on the shard owner, in the
+	// order Redis checks them, so that which error wins (a syntax error or
+	// WRONGTYPE, say) is Redis's.
+	Args [][]byte
 	// N holds the numeric arguments; each op's constant says which.
 	N [4]int64
 	// Sub holds, for a multi-key command, the same op once per key; for
@@ -70,6 +75,12 @@ const (
 	ReplyMap                       // Items as field/value pairs (flat array in RESP2)
 	ReplyNilArray                  // RESP nil array
 	ReplyStatus                    // Str as a simple string (+...)
+	ReplySet                       // Items as a set (an array in RESP2)
+	ReplyDouble                    // Float, as Redis formats a double (%.17g); a bulk string in RESP2
+	// ReplyPairs is Items as member, score, member, score...: a flat array
+	// in RESP2, an array of [member, double] pairs in RESP3 (ZRANGE ...
+	// WITHSCORES).
+	ReplyPairs
 )
 
 // Reply is one command's answer. Bulk aliases a batch-owned buffer and is
@@ -81,6 +92,7 @@ type Reply struct {
 	Str   string
 	Dec   ratelimit.Decision
 	MS    bool // Dec durations in milliseconds rather than seconds
+	Float float64
 	Err   error
 	Items []Reply
 }
@@ -162,8 +174,8 @@ func (b *Batch) Add() *Command {
 	if len(b.Cmds) < cap(b.Cmds) {
 		b.Cmds = b.Cmds[:len(b.Cmds)+1]
 		c := &b.Cmds[len(b.Cmds)-1]
-		sub := c.Sub[:0]
-		*c = Command{Sub: sub}
+		sub, args := c.Sub[:0], c.Args[:0]
+		*c = Command{Sub: sub, Args: args}
 		return c
 	}
 	b.Cmds = append(b.Cmds, Command{})

@@ -266,7 +266,9 @@ type shardJob struct {
 	shard int
 	idx   []int32
 	buf   []byte // copies of values for bulk replies
-	log   []ratelimit.SLEntry
+	// scratch holds a collection's new contents while an op builds them.
+	scratch []byte
+	log     []ratelimit.SLEntry
 	// dryRun decides without writing: LIMIT.ALL's first phase.
 	dryRun bool
 	// committing is LIMIT.ALL's second phase, already cleared to create.

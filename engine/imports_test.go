@@ -16,7 +16,7 @@ import (
 func TestEngineReadsNoClockFileOrTimer(t *testing.T) {
 	allowed := map[string]map[string]bool{
 		".": set("encoding/binary", "errors", "fmt", "log/slog", "runtime", "runtime/debug", "slices",
-			"strconv", "sync", "sync/atomic",
+			"strconv", "strings", "sync", "sync/atomic", "math", "math/big", "bytes",
 			"github.com/sluicehq/sluice/engine/ratelimit", "github.com/sluicehq/sluice/shard",
 			"github.com/tidwall/match"), // KEYS and SCAN glob patterns
 		"ratelimit": set("errors", "math/bits"),

@@ -79,13 +79,31 @@ type OpSpec struct {
 	applyAll func(e *Engine, c *Command, now int64, b *Batch) Reply
 }
 
-// ops is the op table. Read-only.
-var ops [OpFlushAll + 1]OpSpec
+// ops is the op table, indexed by op. Read-only after init.
+var ops [256]OpSpec
+
+// opFamilies are the op table's rows by family; each family's file keeps
+// its op numbers and rows together. Numbers: limiters, strings and keys
+// below 50, hashes 50-69, lists 70-89, sets 90-99, sorted sets 100-139,
+// transactions 140-149.
+var opFamilies = []func() map[Op]OpSpec{coreOps, stringOps, hashOps, listOps, setOps, zsetOps, txOps}
 
 func init() {
 	// Filled in init, not in the declaration: the table refers to the ops'
 	// functions, some of which (journaling) read the table.
-	ops = [...]OpSpec{
+	for _, family := range opFamilies {
+		for op, spec := range family() {
+			if ops[op].Name != "" {
+				panic("engine: op " + strconv.Itoa(int(op)) + " defined twice")
+			}
+			ops[op] = spec
+		}
+	}
+}
+
+// coreOps are the limiters, the first string ops and the key space.
+func coreOps() map[Op]OpSpec {
+	return map[Op]OpSpec{
 		OpThrottle: {Name: "throttle", Writes: true, Decision: true, Creates: true, Keys: KeysOne,
 			changed: admittedCost(3), apply: (*shardJob).throttle},
 		OpSWCheck: {Name: "sw.check", Writes: true, Decision: true, Creates: true, Keys: KeysOne,

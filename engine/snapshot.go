@@ -128,7 +128,7 @@ type restoreTask struct {
 func (e *Engine) Restore(recs []SnapshotRecord) error {
 	per := make([][]SnapshotRecord, len(e.shards))
 	for _, rec := range recs {
-		if rec.Kind <= uint8(shard.KindDead) || rec.Kind > uint8(shard.KindFixedWindow) {
+		if rec.Kind <= uint8(shard.KindDead) || rec.Kind > uint8(shard.KindLast) {
 			return fmt.Errorf("%w: record kind %d", errBadRecord, rec.Kind)
 		}
 		s := e.shardOf(shard.Hash(rec.Key))

@@ -240,7 +240,21 @@ func init() {
 // by its lower-case ACL name.
 func lookupACLCommand(name string) *command { return aclByName[name] }
 
+// commandFamilies are the command table's rows by family, each kept in its
+// family's file.
+var commandFamilies = []func() []*command{coreCommands, stringCommands, hashCommands, listCommands, setCommands, zsetCommands, txCommands}
+
 func commandList() []*command {
+	var list []*command
+	for _, family := range commandFamilies {
+		list = append(list, family()...)
+	}
+	return list
+}
+
+// coreCommands: the limiters, the first string and key commands, and the
+// connection and server commands.
+func coreCommands() []*command {
 	return []*command{
 		// Rate-limit decisions.
 		{name: "cl.throttle", cats: catLimiter, keyPerm: permAll, arity: -5, flags: decisionFlags, firstKey: 1, lastKey: 1, step: 1, group: groupLimit, since: "0.1.0",

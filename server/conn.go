@@ -425,11 +425,11 @@ func (c *client) writeSet(n int) {
 // double in RESP3.
 func (c *client) writeDouble(f float64) {
 	if !c.resp3 {
-		c.writeBulkString(strconv.FormatFloat(f, 'g', 17, 64))
+		c.writeBulkString(engine.FormatDouble(f))
 		return
 	}
 	c.out = append(c.out, ',')
-	c.out = strconv.AppendFloat(c.out, f, 'g', 17, 64)
+	c.out = append(c.out, engine.FormatDouble(f)...)
 	c.out = append(c.out, '\r', '\n')
 }
 
@@ -493,6 +493,29 @@ func (c *client) writeReply(r *engine.Reply) {
 		}
 	case engine.ReplyNilArray:
 		c.writeNilArray()
+	case engine.ReplySet:
+		c.writeSet(len(r.Items))
+		for i := range r.Items {
+			c.writeReply(&r.Items[i])
+		}
+	case engine.ReplyDouble:
+		c.writeDouble(r.Float)
+	case engine.ReplyPairs:
+		// member, score, member, score: flat in RESP2, [member, score]
+		// pairs in RESP3, as Redis answers ZRANGE ... WITHSCORES.
+		if !c.resp3 {
+			c.writeArray(len(r.Items))
+			for i := range r.Items {
+				c.writeReply(&r.Items[i])
+			}
+			break
+		}
+		c.writeArray(len(r.Items) / 2)
+		for i := 0; i+1 < len(r.Items); i += 2 {
+			c.writeArray(2)
+			c.writeReply(&r.Items[i])
+			c.writeReply(&r.Items[i+1])
+		}
 	default:
 		c.writeError(errors.New("internal error: reply kind " + strconv.Itoa(int(r.Kind))))
 	}

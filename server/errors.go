@@ -11,7 +11,7 @@ import (
 // The server's own errors. Those that Redis sends with their own error code
 // get their whole text in errorText; the rest are sent as ERR <message>.
 var (
-	errSyntax  = errors.New("syntax error")
+	errSyntax  = engine.ErrSyntax
 	errNoAuth  = errors.New("authentication required")
 	errNoProto = errors.New("unsupported protocol version")
 	// errHelloNoAuth is NOAUTH as HELLO words it.

@@ -12,13 +12,20 @@ import (
 type Kind uint8
 
 // Record kinds. The engine gives them meaning; the table only stores bytes.
+// The values are stored in snapshots: never renumber one.
 const (
-	KindDead Kind = iota
-	KindString
-	KindGCRA
-	KindSlidingWindow
-	KindSlidingLog
-	KindFixedWindow
+	KindDead          Kind = 0
+	KindString        Kind = 1
+	KindGCRA          Kind = 2
+	KindSlidingWindow Kind = 3
+	KindSlidingLog    Kind = 4
+	KindFixedWindow   Kind = 5
+	KindHash          Kind = 6
+	KindList          Kind = 7
+	KindSet           Kind = 8
+	KindZSet          Kind = 9
+	// KindLast is the highest kind in use.
+	KindLast = KindZSet
 )
 
 // Errors returned by the table.
