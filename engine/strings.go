@@ -112,3 +112,6 @@ func (j *shardJob) incrBy(t *shard.Table, c *Command, now int64) Reply {
 	copy(e.Payload, v)
 	return intReply(cur)
 }
+
+// stringOps are the string ops beyond GET, SET and INCRBY (to come).
+func stringOps() map[Op]OpSpec { return nil }

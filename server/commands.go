@@ -420,3 +420,12 @@ func sortedCommands() []*command {
 	sort.Slice(list, func(i, j int) bool { return list[i].name < list[j].name })
 	return list
 }
+
+// parseKeyArgs is the parser of a data-type command: the key, then the
+// arguments as sent, which the engine op parses on the shard owner in the
+// order Redis checks them.
+func parseKeyArgs(c *engine.Command, args [][]byte) error {
+	c.Key = args[1]
+	c.Args = append(c.Args[:0], args[2:]...)
+	return nil
+}

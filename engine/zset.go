@@ -1,0 +1,4 @@
+package engine
+
+// zsetOps are the zset ops (to come).
+func zsetOps() map[Op]OpSpec { return nil }

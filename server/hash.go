@@ -1,0 +1,4 @@
+package server
+
+// hashCommands are the hash commands (to come).
+func hashCommands() []*command { return nil }

@@ -1,0 +1,4 @@
+package server
+
+// setCommands are the set commands (to come).
+func setCommands() []*command { return nil }
