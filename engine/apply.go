@@ -27,7 +27,12 @@ func (j *shardJob) apply(t *shard.Table, c *Command, now int64) (r Reply) {
 	if spec.apply == nil {
 		return errReply(errUnknownOp)
 	}
+	j.unchanged = false
 	r = spec.apply(j, t, c, now)
+	r.unchanged = j.unchanged
+	if spec.Writes && j.e.watches != nil && !j.dryRun && changedState(c, &r) {
+		j.e.touched(j.shard, c.Key)
+	}
 	// A dry run (LIMIT.ALL's first phase) decides nothing yet.
 	if spec.Decision && !j.dryRun && r.Kind == ReplyDecision {
 		if r.Dec.Limited {

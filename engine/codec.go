@@ -71,7 +71,10 @@ func DecodeCommands(b []byte, into []Command) ([]Command, []byte, error) {
 	return into, r.b, nil
 }
 
-func (r *reader) command(depth int) (Command, error) {
+func (r *reader) command(depth int) (Command, error) { return r.commandUnder(depth, OpNone) }
+
+// commandUnder decodes a command at depth (0 at the top) under parent.
+func (r *reader) commandUnder(depth int, parent Op) (Command, error) {
 	var c Command
 	c.Op = Op(r.byte())
 	multi := r.byte()
@@ -93,33 +96,64 @@ func (r *reader) command(depth int) (Command, error) {
 		}
 	}
 	subs := r.uvarint()
-	if r.err != nil || subs > uint64(len(r.b)) || (subs > 0 && depth > 0) {
+	// Sub-commands nest one level, or two inside EXEC (a queued DEL k1 k2).
+	nestable := depth == 0 || (depth == 1 && parent == OpExec)
+	if r.err != nil || subs > uint64(len(r.b)) || (subs > 0 && !nestable) {
 		return c, errBadRecord
 	}
 	for i := uint64(0); i < subs; i++ {
-		sub, err := r.command(depth + 1)
+		sub, err := r.commandUnder(depth+1, c.Op)
 		if err != nil {
 			return c, err
 		}
 		c.Sub = append(c.Sub, sub)
 	}
-	// Only writes travel; sub-commands only under a multi-key write or
-	// LIMIT.ALL, and never nested.
-	spec := c.Op.spec()
-	switch {
-	case !spec.Writes:
-		return c, fmt.Errorf("%w: op %d does not write", errBadRecord, c.Op)
-	case spec.Keys == KeysLimits && len(c.Sub) == 0:
-		return c, fmt.Errorf("%w: LIMIT.ALL without limits", errBadRecord)
-	case len(c.Sub) > 0 && spec.Keys != KeysOne && spec.Keys != KeysLimits:
-		return c, fmt.Errorf("%w: op %d has sub-commands", errBadRecord, c.Op)
-	}
-	for i := range c.Sub {
-		if sub := c.Sub[i].Op.spec(); spec.Keys == KeysLimits && !sub.Decision || spec.Keys == KeysOne && c.Sub[i].Op != c.Op {
-			return c, fmt.Errorf("%w: op %d under op %d", errBadRecord, c.Sub[i].Op, c.Op)
-		}
+	if err := c.validShape(depth, parent); err != nil {
+		return c, err
 	}
 	return c, nil
+}
+
+// validShape accepts exactly the shapes the engine produces: only writes
+// travel at the top; sub-commands only under the ops that take them.
+func (c *Command) validShape(depth int, parent Op) error {
+	spec := c.Op.spec()
+	bad := func(what string) error { return fmt.Errorf("%w: op %d %s", errBadRecord, c.Op, what) }
+	switch {
+	case spec.Name == "":
+		return bad("is unknown")
+	case depth == 0 && !spec.Writes:
+		return bad("does not write")
+	case c.Op == OpWatchCheck && parent != OpExec:
+		return bad("outside EXEC")
+	case c.Op == OpExec && depth > 0:
+		return bad("nested")
+	case spec.Keys == KeysLimits && len(c.Sub) == 0:
+		return bad("without limits")
+	case c.Op == OpRename && parent != OpRename && len(c.Sub) != 2:
+		return bad("without its two keys")
+	case len(c.Sub) > 0 && spec.Keys != KeysOne && spec.Keys != KeysLimits && spec.Keys != KeysHeld:
+		return bad("has sub-commands")
+	}
+	if c.Op == OpExec && (c.N[0] < 0 || c.N[0] > int64(len(c.Sub))) {
+		return bad("has a bad watch count")
+	}
+	for i := range c.Sub {
+		sub := &c.Sub[i]
+		var ok bool
+		switch {
+		case c.Op == OpExec:
+			ok = (sub.Op == OpWatchCheck) == (int64(i) < c.N[0])
+		case spec.Keys == KeysLimits:
+			ok = sub.Op.spec().Decision && len(sub.Sub) == 0
+		default:
+			ok = sub.Op == c.Op && len(sub.Sub) == 0
+		}
+		if !ok {
+			return fmt.Errorf("%w: op %d under op %d", errBadRecord, sub.Op, c.Op)
+		}
+	}
+	return nil
 }
 
 var errBadRecord = errors.New("malformed journal record")

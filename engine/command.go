@@ -16,6 +16,7 @@ type MultiKind uint8
 const (
 	MultiSum   MultiKind = 0 // DEL, EXISTS, UNLINK, LIMIT.RESET: sum of integer replies
 	MultiArray MultiKind = 1 // MGET: array of the sub-replies
+	MultiOK    MultiKind = 2 // MSET: OK, all or nothing
 )
 
 // Flags modify a command.
@@ -32,6 +33,7 @@ const (
 	FlagGet                        // SET replies the old value
 	FlagRelative                   // N[0] is a duration from now (EX/PX/EXPIRE), not a timestamp
 	FlagReset                      // OpDel as LIMIT.RESET: only limiter keys count
+	FlagIntReply                   // SET as SETNX: reply 1 or 0
 )
 
 // Command is one parsed request. Slices alias the connection's read buffer
@@ -95,6 +97,10 @@ type Reply struct {
 	Float float64
 	Err   error
 	Items []Reply
+	// unchanged: a write that succeeded without changing anything (SET
+	// NX on an existing key), so there is nothing to journal or to signal
+	// to WATCH.
+	unchanged bool
 }
 
 func errReply(err error) Reply   { return Reply{Kind: ReplyError, Err: err} }

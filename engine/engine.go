@@ -56,6 +56,11 @@ type Engine struct {
 	// the next snapshot copies into memory that is already mapped.
 	bigOps sync.Mutex
 	clones []*shard.Table
+
+	// watches are the shards' WATCH registries (see tx.go), made on the
+	// first WATCH.
+	watches   []watchers
+	watchInit sync.Once
 }
 
 // shardStats are written by one shard's owner and read by INFO; padded so
@@ -273,6 +278,9 @@ type shardJob struct {
 	dryRun bool
 	// committing is LIMIT.ALL's second phase, already cleared to create.
 	committing bool
+	// unchanged is set by an op that succeeded without changing state
+	// when its reply cannot say so (SET NX on an existing key).
+	unchanged bool
 
 	jw         journalWriter
 	durableSeq uint64 // highest journal seq this job appended

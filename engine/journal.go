@@ -23,6 +23,11 @@ type Journal interface {
 // AllShards tags a journal record that covers every shard (FLUSHALL).
 const AllShards = 1<<32 - 1
 
+// ManyShards tags a record whose commands each name their own shard: the
+// changes of one command that held several shards (MSET, RENAME, EXEC),
+// kept together so that a crash keeps all of them or none.
+const ManyShards = 1<<32 - 2
+
 // Positions holds, per shard of the engine that wrote a snapshot, the last
 // journal seq the snapshot includes.
 type Positions []uint64
@@ -48,6 +53,10 @@ var ErrMisconf = errors.New("errors writing to the append-only file; writes are 
 // Record layout (version 1), one per shard part of a batch:
 //
 //	version u8 | shard uvarint | seq uvarint | now varint | count uvarint | commands
+//
+// and for a command that held several shards, shard is ManyShards and
+// each command is preceded by its own shard (uvarint; AllShards for a
+// FLUSHALL inside a transaction).
 //
 // seq is the engine's own journal sequence, assigned on the shard owner, so
 // a shard's records carry increasing seqs; a snapshot remembers, per shard,
@@ -93,6 +102,8 @@ type DecodedRecord struct {
 	Seq   uint64
 	Now   int64
 	Cmds  []Command
+	// Shards is, for a ManyShards record, each command's shard.
+	Shards []int
 }
 
 // DecodeRecord parses a journal record. Commands alias rec.
@@ -109,7 +120,11 @@ func DecodeRecord(rec []byte, into *DecodedRecord) error {
 		return errBadRecord
 	}
 	into.Cmds = into.Cmds[:0]
+	into.Shards = into.Shards[:0]
 	for i := uint64(0); i < n; i++ {
+		if into.Shard == ManyShards {
+			into.Shards = append(into.Shards, int(r.uvarint()))
+		}
 		c, err := r.command(0)
 		if err != nil {
 			return err
@@ -136,7 +151,7 @@ func (j *shardJob) journal(cmds []Command, replies []Reply, idx []int32, now int
 	w := &j.jw
 	started := false
 	for _, i := range idx {
-		if changed := cmds[i].Op.spec().changed; changed == nil || !changed(&cmds[i], &replies[i]) {
+		if !changedState(&cmds[i], &replies[i]) {
 			continue
 		}
 		if !started {
@@ -169,7 +184,16 @@ func (e *Engine) Replay(rec []byte, covered func(shard int, seq uint64) bool) (n
 	if err := DecodeRecord(rec, &d); err != nil {
 		return 0, err
 	}
-	if covered != nil && covered(d.Shard, d.Seq) {
+	if d.Shard == ManyShards {
+		// Keep the commands of the shards the snapshot does not have yet.
+		kept := d.Cmds[:0]
+		for i, c := range d.Cmds {
+			if covered == nil || !covered(d.Shards[i], d.Seq) {
+				kept = append(kept, c)
+			}
+		}
+		d.Cmds = kept
+	} else if covered != nil && covered(d.Shard, d.Seq) {
 		return d.Now, nil
 	}
 	for {
@@ -187,4 +211,38 @@ func (e *Engine) Replay(rec []byte, covered func(shard int, seq uint64) bool) (n
 		}
 	}
 	return d.Now, nil
+}
+
+// journal writes what a hold changed as one record: a plain record when
+// it all happened on one shard, a ManyShards record otherwise.
+func (x *heldRun) journal() error {
+	if len(x.effects) == 0 {
+		return nil
+	}
+	one := x.effects[0].shard
+	for _, ef := range x.effects {
+		if ef.shard != one {
+			one = -1
+			break
+		}
+	}
+	j := &shardJob{e: x.e, b: x.b}
+	w := &j.jw
+	if one >= 0 {
+		w.begin(one, x.e.journalSeq.Add(1), x.now)
+	} else {
+		w.begin(ManyShards, x.e.journalSeq.Add(1), x.now)
+	}
+	for i := range x.effects {
+		if one < 0 {
+			w.buf = binary.AppendUvarint(w.buf, uint64(x.effects[i].shard))
+		}
+		w.add(&x.effects[i].cmd)
+	}
+	x.effects = x.effects[:0]
+	err := j.appendRecord(w)
+	if x.b != nil {
+		x.b.durable = max(x.b.durable, j.durableSeq)
+	}
+	return err
 }

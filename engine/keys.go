@@ -4,7 +4,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/tidwall/match"
+	"github.com/sluicehq/sluice/engine/glob"
 
 	"github.com/sluicehq/sluice/shard"
 )
@@ -49,8 +49,16 @@ func (j *shardJob) persist(t *shard.Table, c *Command, now int64) Reply {
 	return intReply(1)
 }
 
+// OpTTL's modes, in N[0].
+const (
+	TTLSeconds     int64 = 0 // TTL
+	TTLMillis      int64 = 1 // PTTL
+	TTLUnixSeconds int64 = 2 // EXPIRETIME
+	TTLUnixMillis  int64 = 3 // PEXPIRETIME
+)
+
 // ttl is a limiter's remaining time to full (its reset_after), or a
-// string's time to live.
+// string's time to live; or, as EXPIRETIME, the expiry itself.
 func (j *shardJob) ttl(t *shard.Table, c *Command, now int64) Reply {
 	e, ok := t.Get(c.Key, c.hash, now)
 	if !ok {
@@ -60,8 +68,14 @@ func (j *shardJob) ttl(t *shard.Table, c *Command, now int64) Reply {
 	if exp == 0 {
 		return intReply(-1)
 	}
+	switch c.N[0] {
+	case TTLUnixMillis:
+		return intReply(MillisRoundedUp(exp))
+	case TTLUnixSeconds:
+		return intReply((MillisRoundedUp(exp) + 500) / 1000)
+	}
 	left := exp - now
-	millis := c.N[0] == 1
+	millis := c.N[0] == TTLMillis
 	if isLimiter(e.Kind) {
 		// A limiter's TTL is its reset_after, rounded as decisions round it.
 		if millis {
@@ -109,7 +123,8 @@ func (e *Engine) flushAll(c *Command, now int64, b *Batch) Reply {
 	defer e.bigOps.Unlock()
 	h := e.hold(e.allShards())
 	defer h.done()
-	for _, t := range h.tables {
+	for s, t := range h.tables {
+		e.touchedAll(s, t, now)
 		t.Clear()
 	}
 	// Journaled while every shard is held, as one record for all.
@@ -133,7 +148,7 @@ type keysTask struct {
 
 func (k *keysTask) Run(t *shard.Table) {
 	t.ForEach(k.now, func(en shard.Entry, _ int64) bool {
-		if k.pattern == "*" || match.Match(string(en.Key), k.pattern) {
+		if k.pattern == "*" || glob.Match(k.pattern, string(en.Key)) {
 			k.out = append(k.out, slices.Clone(en.Key))
 		}
 		return true
@@ -175,7 +190,7 @@ func (s *scanTask) Run(t *shard.Table) {
 		if typ != "" && KindName(kind) != typ {
 			return
 		}
-		if pattern != "" && pattern != "*" && !match.Match(string(key), pattern) {
+		if pattern != "" && pattern != "*" && !glob.Match(pattern, string(key)) {
 			return
 		}
 		s.out = append(s.out, slices.Clone(key))
@@ -186,14 +201,22 @@ func (s *scanTask) Run(t *shard.Table) {
 // scan serves SCAN. The cursor is shard<<32 | position in that shard's
 // hash space; 0 starts and ends the iteration.
 func (e *Engine) scan(c *Command, now int64, _ *Batch) Reply {
+	return e.scanWith(c, now, func(s int, task *scanTask) {
+		e.shards[s].Submit(task)
+		<-task.done
+	})
+}
+
+// scanWith serves SCAN, running the shard's part with run (on the shard's
+// owner, or on a table already held).
+func (e *Engine) scanWith(c *Command, now int64, run func(s int, task *scanTask)) Reply {
 	cursor := uint64(c.N[0])
 	s := int(cursor >> 32)
 	if s >= len(e.shards) {
 		return Reply{Kind: ReplyArray, Items: []Reply{strReply("0"), {Kind: ReplyArray}}}
 	}
 	task := &scanTask{c: c, cursor: cursor & (1<<32 - 1), now: now, done: make(chan struct{})}
-	e.shards[s].Submit(task)
-	<-task.done
+	run(s, task)
 	var next uint64
 	switch {
 	case task.next < 1<<32:

@@ -57,7 +57,8 @@ func (j *shardJob) info(t *shard.Table, c *Command, now int64) Reply {
 // of them or none. Each limit's reply is its decision at that instant: a
 // limit that trips reports its own state, and the others report what they
 // would have been, with nothing consumed.
-func (e *Engine) limitAll(c *Command, now int64, h *held, jobs map[int]*shardJob) Reply {
+func (x *heldRun) limitAll(c *Command) Reply {
+	e, now, h, jobs := x.e, x.now, x.h, x.jobs
 	for i := range c.Sub {
 		for k := 0; k < i; k++ {
 			if string(c.Sub[k].Key) == string(c.Sub[i].Key) {
@@ -85,18 +86,15 @@ func (e *Engine) limitAll(c *Command, now int64, h *held, jobs map[int]*shardJob
 		jobs[e.shardOf(c.Sub[firstTrip].hash)].limited++
 		return Reply{Kind: ReplyArray, Items: []Reply{intReply(1), intReply(int64(firstTrip)), {Kind: ReplyArray, Items: replies}}}
 	}
-	for _, s := range e.shardsOf(c.Sub) {
-		j, idx := jobs[s], e.subsOn(c, s)
+	// The commit is journaled as plain decisions: they were allowed
+	// against this state, so replay allows them again.
+	for i := range c.Sub {
+		s := e.shardOf(c.Sub[i].hash)
+		j := jobs[s]
 		j.committing = true
-		for _, i := range idx {
-			replies[i] = j.apply(h.tables[s], &c.Sub[i], now)
-		}
+		replies[i] = j.apply(h.tables[s], &c.Sub[i], now)
 		j.committing = false
-		// Each shard journals its own part as plain decisions: they were
-		// allowed against this state, so replay allows them again.
-		if err := j.journal(c.Sub, replies, idx, now); err != nil {
-			e.log.Error("journal append failed", "err", err)
-		}
+		x.changed(s, &c.Sub[i], &replies[i])
 	}
 	return Reply{Kind: ReplyArray, Items: []Reply{intReply(0), intReply(-1), {Kind: ReplyArray, Items: replies}}}
 }

@@ -45,37 +45,128 @@ func (e *Engine) hold(shards []int) *held {
 // before the owners' next reads.
 func (h *held) done() { close(h.release) }
 
-// executeHeld runs b.Cmds[from:to] (multi-key commands and LIMIT.ALLs) in
-// order while holding the union of the shards they touch.
+// heldRun is one hold's execution: the held tables, a job per shard, and
+// the state changes to journal, as one record, when the hold ends.
+type heldRun struct {
+	e    *Engine
+	b    *Batch
+	h    *held
+	jobs map[int]*shardJob
+	now  int64
+	// effects are the changes made, in order, each on its shard: what
+	// replay must redo. They alias the batch's commands or engine-built
+	// ones, valid until the record is written.
+	effects []effect
+}
+
+type effect struct {
+	shard int
+	cmd   Command
+}
+
+// table and job of key's shard (held).
+func (x *heldRun) on(c *Command) (*shard.Table, *shardJob) {
+	s := x.e.shardOf(c.hash)
+	return x.h.tables[s], x.jobs[s]
+}
+
+// run applies a single-key command on its held shard and records the
+// change it made, if any.
+func (x *heldRun) run(c *Command) Reply {
+	t, j := x.on(c)
+	r := j.apply(t, c, x.now)
+	x.changed(j.shard, c, &r)
+	return r
+}
+
+// changed records c as an effect on shard s if its reply says it changed
+// state.
+func (x *heldRun) changed(s int, c *Command, r *Reply) {
+	if changedState(c, r) {
+		x.record(s, *c)
+	}
+}
+
+// record adds an effect to journal.
+func (x *heldRun) record(s int, c Command) {
+	if x.e.journal == nil || (x.b != nil && x.b.replaying) {
+		return
+	}
+	x.effects = append(x.effects, effect{shard: s, cmd: c})
+}
+
+// executeHeld runs b.Cmds[from:to] (multi-key commands, LIMIT.ALLs,
+// RENAMEs, EXECs) in order while holding the union of the shards they
+// touch, and journals what they changed as one record, so that a crash
+// keeps all of it or none.
 func (e *Engine) executeHeld(b *Batch, from, to int) {
 	var shards []int
 	for i := from; i < to; i++ {
-		for _, s := range e.shardsOf(b.Cmds[i].Sub) {
-			if !slices.Contains(shards, s) {
-				shards = append(shards, s)
-			}
-		}
+		shards = e.appendShards(shards, &b.Cmds[i])
 	}
 	slices.Sort(shards)
+	if needsBigOps(b.Cmds[from:to]) {
+		e.bigOps.Lock()
+		defer e.bigOps.Unlock()
+	}
 	h := e.hold(shards)
 	defer h.done()
-	jobs := make(map[int]*shardJob, len(shards))
+	x := &heldRun{e: e, b: b, h: h, jobs: make(map[int]*shardJob, len(shards)), now: b.now}
 	for _, s := range shards {
-		jobs[s] = &shardJob{e: e, b: b, shard: s}
+		x.jobs[s] = &shardJob{e: e, b: b, shard: s}
 	}
 	for i := from; i < to; i++ {
-		c := &b.Cmds[i]
-		if c.Op.spec().Keys == KeysLimits {
-			b.Replies[i] = e.limitAll(c, b.now, h, jobs)
-		} else {
-			b.Replies[i] = e.multiKey(c, b.now, h, jobs)
-		}
+		b.Replies[i] = x.apply(&b.Cmds[i])
 	}
-	for s, j := range jobs {
+	if err := x.journal(); err != nil {
+		e.log.Error("journal append failed; the applied commands may not survive a restart", "err", err)
+	}
+	for s, j := range x.jobs {
 		e.stats[s].allowed.Add(j.allowed)
 		e.stats[s].limited.Add(j.limited)
-		b.durable = max(b.durable, j.durableSeq)
 	}
+}
+
+// apply runs one command on the held shards.
+func (x *heldRun) apply(c *Command) Reply {
+	spec := c.Op.spec()
+	switch {
+	case spec.applyHeld != nil:
+		return spec.applyHeld(x, c)
+	case spec.Keys == KeysLimits:
+		return x.limitAll(c)
+	case spec.Keys == KeysOne && len(c.Sub) > 0:
+		return x.multiKey(c)
+	case spec.Keys == KeysOne:
+		return x.run(c)
+	}
+	return errReply(errUnknownOp)
+}
+
+// appendShards adds the shards c touches to shards: its key's, its
+// sub-commands' (recursively, for EXEC), or every shard for a key-space
+// command.
+func (e *Engine) appendShards(shards []int, c *Command) []int {
+	spec := c.Op.spec()
+	add := func(s int) {
+		if !slices.Contains(shards, s) {
+			shards = append(shards, s)
+		}
+	}
+	switch {
+	case spec.Keys == KeysAll:
+		for s := range e.shards {
+			add(s)
+		}
+	case len(c.Sub) > 0:
+		for i := range c.Sub {
+			shards = e.appendShards(shards, &c.Sub[i])
+		}
+	default:
+		c.hash = shard.Hash(c.Key)
+		add(e.shardOf(c.hash))
+	}
+	return shards
 }
 
 // shardsOf hashes the sub-commands' keys and returns the sorted shards they
@@ -83,11 +174,7 @@ func (e *Engine) executeHeld(b *Batch, from, to int) {
 func (e *Engine) shardsOf(subs []Command) []int {
 	var shards []int
 	for i := range subs {
-		subs[i].hash = shard.Hash(subs[i].Key)
-		s := e.shardOf(subs[i].hash)
-		if !slices.Contains(shards, s) {
-			shards = append(shards, s)
-		}
+		shards = e.appendShards(shards, &subs[i])
 	}
 	slices.Sort(shards)
 	return shards
@@ -101,32 +188,37 @@ func (e *Engine) allShards() []int {
 	return all
 }
 
-// subsOn lists the sub-commands of c that live on shard s.
-func (e *Engine) subsOn(c *Command, s int) []int32 {
-	var idx []int32
-	for i := range c.Sub {
-		if e.shardOf(c.Sub[i].hash) == s {
-			idx = append(idx, int32(i))
-		}
-	}
-	return idx
-}
-
 // multiKey runs one single-key sub-command per key (DEL, EXISTS, MGET,
-// LIMIT.RESET) on the held shards, each shard's part journaled as its own.
-func (e *Engine) multiKey(c *Command, now int64, h *held, jobs map[int]*shardJob) Reply {
-	replies := make([]Reply, len(c.Sub))
-	for _, s := range e.shardsOf(c.Sub) {
-		j, idx := jobs[s], e.subsOn(c, s)
-		for _, i := range idx {
-			replies[i] = j.apply(h.tables[s], &c.Sub[i], now)
+// MSET, LIMIT.RESET) on the held shards, in order.
+func (x *heldRun) multiKey(c *Command) Reply {
+	if c.Multi == MultiOK && c.Op.spec().Creates {
+		// MSET is all or nothing: refused as a whole past maxmemory.
+		if err := x.jobs[x.e.shardOf(c.Sub[0].hash)].growable(); err != nil {
+			return errReply(err)
 		}
-		if err := j.journal(c.Sub, replies, idx, now); err != nil {
-			e.log.Error("journal append failed", "err", err)
+		for _, j := range x.jobs {
+			j.committing = true
 		}
+		defer func() {
+			for _, j := range x.jobs {
+				j.committing = false
+			}
+		}()
 	}
-	if c.Multi == MultiArray {
+	replies := make([]Reply, len(c.Sub))
+	for i := range c.Sub {
+		replies[i] = x.run(&c.Sub[i])
+	}
+	switch c.Multi {
+	case MultiArray:
 		return Reply{Kind: ReplyArray, Items: replies}
+	case MultiOK:
+		for _, r := range replies {
+			if r.Kind == ReplyError {
+				return r
+			}
+		}
+		return okReply()
 	}
 	var sum int64
 	for _, r := range replies {

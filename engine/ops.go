@@ -53,6 +53,10 @@ const (
 	KeysLimits
 	// KeysAll: the whole key space (KEYS, SCAN, FLUSHALL).
 	KeysAll
+	// KeysHeld: Sub holds the keys (or, for EXEC, the commands) of an op
+	// that runs with all their shards held and sees them all at once
+	// (RENAME, EXEC).
+	KeysHeld
 )
 
 // OpSpec is everything the engine, the journal and replication need to know
@@ -77,6 +81,12 @@ type OpSpec struct {
 	apply func(j *shardJob, t *shard.Table, c *Command, now int64) Reply
 	// applyAll runs a KeysAll op over every shard.
 	applyAll func(e *Engine, c *Command, now int64, b *Batch) Reply
+	// applyHeld runs a KeysHeld op on its held shards.
+	applyHeld func(x *heldRun, c *Command) Reply
+	// Internal: no client command names the op; the engine writes it to
+	// the journal (a record moved by RENAME) or the server sends it (WATCH
+	// bookkeeping).
+	Internal bool
 }
 
 // ops is the op table, indexed by op. Read-only after init.
@@ -119,12 +129,12 @@ func coreOps() map[Op]OpSpec {
 		OpSet:    {Name: "set", Writes: true, Creates: true, Keys: KeysOne, changed: succeeded, apply: (*shardJob).set},
 		OpIncrBy: {Name: "incrby", Writes: true, Creates: true, Keys: KeysOne, changed: succeeded, apply: (*shardJob).incrBy},
 
-		OpDel:     {Name: "del", Writes: true, Keys: KeysOne, changed: succeeded, apply: (*shardJob).del},
+		OpDel:     {Name: "del", Writes: true, Keys: KeysOne, changed: positive, apply: (*shardJob).del},
 		OpExists:  {Name: "exists", Keys: KeysOne, apply: (*shardJob).exists},
 		OpType:    {Name: "type", Keys: KeysOne, apply: (*shardJob).typeOf},
 		OpTTL:     {Name: "ttl", Keys: KeysOne, apply: (*shardJob).ttl},
-		OpExpire:  {Name: "expire", Writes: true, Keys: KeysOne, changed: succeeded, apply: (*shardJob).expire},
-		OpPersist: {Name: "persist", Writes: true, Keys: KeysOne, changed: succeeded, apply: (*shardJob).persist},
+		OpExpire:  {Name: "expire", Writes: true, Keys: KeysOne, changed: positive, apply: (*shardJob).expire},
+		OpPersist: {Name: "persist", Writes: true, Keys: KeysOne, changed: positive, apply: (*shardJob).persist},
 
 		OpLimitAll: {Name: "limit.all", Writes: true, Decision: true, Creates: true, Keys: KeysLimits},
 		OpKeys:     {Name: "keys", Keys: KeysAll, applyAll: (*Engine).keys},
@@ -156,12 +166,12 @@ func (o Op) String() string {
 	return "op(" + strconv.Itoa(int(o)) + ")"
 }
 
-// Ops lists every op in the table, for tests that check other tables
-// against it.
+// Ops lists every op in the table that a client command runs, for tests
+// that check other tables against it.
 func Ops() []Op {
 	var list []Op
 	for i := range ops {
-		if ops[i].Name != "" {
+		if ops[i].Name != "" && !ops[i].Internal {
 			list = append(list, Op(i))
 		}
 	}
@@ -176,7 +186,7 @@ func (c *Command) Writes() bool { return c.Op.spec().Writes }
 // that may live on several shards.
 func (c *Command) heldShards() bool {
 	s := c.Op.spec()
-	return s.Keys == KeysLimits || (s.Keys == KeysOne && len(c.Sub) > 0)
+	return s.Keys == KeysLimits || s.Keys == KeysHeld || (s.Keys == KeysOne && len(c.Sub) > 0)
 }
 
 // admittedCost: a decision changes state when it is allowed with a
@@ -187,5 +197,17 @@ func admittedCost(costAt int) func(c *Command, r *Reply) bool {
 	}
 }
 
-// succeeded: a write that did not fail changed state (or may have).
-func succeeded(_ *Command, r *Reply) bool { return r.Kind != ReplyError }
+// succeeded: a write that did not fail changed state, unless the op said
+// otherwise (Reply.unchanged).
+func succeeded(_ *Command, r *Reply) bool { return r.Kind != ReplyError && !r.unchanged }
+
+// positive: a write whose integer reply counts what it changed (DEL,
+// EXPIRE, HDEL, SADD...).
+func positive(_ *Command, r *Reply) bool { return r.Kind == ReplyInt && r.Int > 0 }
+
+// changedState reports whether c, answered r, changed state: it is then
+// journaled, and bumps the version of a watched key.
+func changedState(c *Command, r *Reply) bool {
+	ch := c.Op.spec().changed
+	return ch != nil && ch(c, r)
+}

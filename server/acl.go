@@ -11,7 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/tidwall/match"
+	"github.com/sluicehq/sluice/engine/glob"
 )
 
 // ACL users, as Redis 7 has them (without selectors): each user has flags,
@@ -125,7 +125,7 @@ func (p *keyPattern) matches(key []byte) bool {
 	case patPrefix:
 		return len(key) >= len(p.prefix) && string(key[:len(p.prefix)]) == p.prefix
 	}
-	return match.Match(string(key), p.pattern)
+	return glob.Match(p.pattern, string(key))
 }
 
 func (p keyPattern) String() string {

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tidwall/match"
+	"github.com/sluicehq/sluice/engine/glob"
 )
 
 // CONFIG GET, SET and RESETSTAT.
@@ -23,7 +23,7 @@ func cmdConfig(s *Server, c *client, args [][]byte) {
 		var keys []string
 		for k := range all {
 			for _, p := range args[2:] {
-				if match.Match(k, strings.ToLower(string(p))) {
+				if glob.MatchFold(string(p), k) {
 					keys = append(keys, k)
 					break
 				}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -53,6 +54,9 @@ type client struct {
 	resp3    bool
 	quit     bool
 	readonly bool // READONLY: reads may be served by a follower
+	// multi is the open transaction (MULTI), watched the WATCHed keys.
+	multi   *txState
+	watched []watchedKey
 
 	rbuf       []byte
 	start, end int
@@ -94,6 +98,7 @@ func (c *client) interrupt() { c.nc.SetReadDeadline(time.Now()) }
 
 func (c *client) serve() {
 	defer c.nc.Close()
+	defer c.unwatchAll()
 	defer func() {
 		// Nothing a client sends may take the server down; a bug that
 		// panics here closes this connection only.
@@ -213,11 +218,11 @@ func (c *client) dispatch(args [][]byte) {
 	}
 	cmd := commands[string(name)]
 	if cmd == nil {
-		c.replyError(unknownCommand(args))
+		c.reject(unknownCommand(args))
 		return
 	}
 	if (cmd.arity > 0 && len(args) != cmd.arity) || (cmd.arity < 0 && len(args) < -cmd.arity) {
-		c.replyError(fmt.Errorf("wrong number of arguments for '%s' command", cmd.name))
+		c.reject(fmt.Errorf("wrong number of arguments for '%s' command", cmd.name))
 		return
 	}
 	if len(cmd.subs) > 0 && len(args) > 1 {
@@ -225,25 +230,38 @@ func (c *client) dispatch(args [][]byte) {
 		// before anything else, as Redis does.
 		sub := cmd.subcommand(args)
 		if sub == cmd {
-			c.replyError(unknownSubcommand(cmd, args[1]))
+			c.reject(unknownSubcommand(cmd, args[1]))
 			return
 		}
 		if (sub.arity > 0 && len(args) != sub.arity) || (sub.arity < 0 && len(args) < -sub.arity) {
-			c.replyError(fmt.Errorf("wrong number of arguments for '%s' command", sub.fullname))
+			c.reject(fmt.Errorf("wrong number of arguments for '%s' command", sub.fullname))
 			return
 		}
 	}
 	if !c.authed && cmd.flags&flagNoAuth == 0 {
-		c.replyError(errNoAuth)
+		c.reject(errNoAuth)
+		return
+	}
+	if c.multi != nil && cmd.notInMulti() {
+		c.reject(errNotInMulti)
 		return
 	}
 	// The default user (every command, every key) costs one load and two
 	// tests here; anything narrower is checked against its rules.
 	if u := c.user.rules.Load(); !u.allCommands || !u.allKeys {
 		if err := c.checkACL(u, cmd, args); err != nil {
-			c.replyError(err)
+			c.reject(err)
 			return
 		}
+	}
+	if c.multi != nil && !cmd.runsInMulti() {
+		// Over maxmemory, a transaction may not grow its queue either.
+		if limit := c.s.backend.MaxMemory(); limit > 0 && c.s.backend.Stats().Memory >= limit {
+			c.reject(engine.ErrOOM)
+			return
+		}
+		c.queue(cmd, args)
+		return
 	}
 	if cmd.parse == nil {
 		c.flushBatch() // server-level commands see every earlier command done
@@ -295,7 +313,14 @@ func unknownSubcommand(cmd *command, sub []byte) error {
 
 func unknownCommand(args [][]byte) error {
 	var b strings.Builder
-	name := string(args[0])
+	// Redis formats these as C strings: each stops at a NUL byte.
+	cString := func(a []byte) string {
+		if i := bytes.IndexByte(a, 0); i >= 0 {
+			a = a[:i]
+		}
+		return string(a)
+	}
+	name := cString(args[0])
 	if len(name) > 128 {
 		name = name[:128]
 	}
@@ -304,7 +329,7 @@ func unknownCommand(args [][]byte) error {
 		if i == 16 {
 			break
 		}
-		s := string(a)
+		s := cString(a)
 		if len(s) > 128 {
 			s = s[:128]
 		}

@@ -61,7 +61,12 @@ func badArg(name string, value []byte, err error) error {
 func errorText(err error) string {
 	var moved *engine.MovedError
 	var perm *permError
+	var txPerm *txPermError
 	switch {
+	case errors.As(err, &txPerm):
+		return "NOPERM " + txPerm.Error()
+	case errors.Is(err, errExecAbort):
+		return "EXECABORT " + err.Error()
 	case errors.As(err, &perm):
 		return "NOPERM " + perm.Error()
 	case errors.As(err, &moved):

@@ -34,16 +34,6 @@ func parseKeys(multi engine.MultiKind, flags engine.Flags) func(*engine.Command,
 	}
 }
 
-func parseTTL(millis bool) func(*engine.Command, [][]byte) error {
-	return func(c *engine.Command, args [][]byte) error {
-		c.Key = args[1]
-		if millis {
-			c.N[0] = 1
-		}
-		return nil
-	}
-}
-
 // scaleTime converts a Redis expiry argument to ns, refusing overflow the
 // way Redis does ("invalid expire time in 'set' command").
 func scaleTime(b []byte, unit int64, relative bool, cmd string) (int64, error) {

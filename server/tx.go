@@ -1,4 +1,313 @@
 package server
 
-// txCommands are MULTI, EXEC, DISCARD, WATCH and UNWATCH (to come).
-func txCommands() []*command { return nil }
+import (
+	"errors"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// Transactions: MULTI queues a connection's commands, EXEC runs them as
+// one engine OpExec (atomic across shards), DISCARD drops them; WATCH
+// makes EXEC answer nil when a watched key changed. As in Redis, a command
+// refused while queueing (unknown, wrong arity, no permission, over
+// maxmemory) makes EXEC fail with EXECABORT; a command that fails while
+// running is just that command's error reply. Connection-level commands
+// queued in a transaction run at EXEC, in their places in the reply, after
+// the data commands (they read no data).
+
+var (
+	errExecAbort      = errors.New("Transaction discarded because of previous errors.")
+	errExecNoMulti    = errors.New("EXEC without MULTI")
+	errDiscardNoMulti = errors.New("DISCARD without MULTI")
+	errMultiNested    = errors.New("MULTI calls can not be nested")
+	errWatchInMulti   = errors.New("WATCH inside MULTI is not allowed")
+	errNotInMulti     = errors.New("Command not allowed inside a transaction")
+	errQueueTooLong   = errors.New("the transaction is too long: at most 1048576 commands and 64 MiB of arguments may be queued")
+)
+
+// txPermError: a queued command the user may no longer run at EXEC.
+type txPermError struct{ reason string }
+
+func (e *txPermError) Error() string {
+	return "ACLs rules changed between the moment the transaction was accumulated and the EXEC call. This command is no longer allowed for the following reason: " + e.reason
+}
+
+const (
+	maxQueuedCommands = 1 << 20
+	maxQueuedBytes    = 64 << 20
+)
+
+// txState is a connection's open transaction.
+type txState struct {
+	queued []queuedCommand
+	bytes  int
+	// aborted: a command was refused while queueing, so EXEC discards.
+	aborted bool
+}
+
+type queuedCommand struct {
+	cmd  *command
+	args [][]byte // copies: the read buffer is reused
+}
+
+// watchedKey is one WATCH, as the engine described the key then.
+type watchedKey struct {
+	key                  string
+	version, live, print int64
+}
+
+func txCommands() []*command {
+	return []*command{
+		{name: "multi", cats: catTransaction, arity: 1, flags: flagFast | flagNoScript | flagLoading | flagStale, group: "transactions", since: "1.2.0",
+			summary: "Start a transaction: queue the commands that follow until EXEC.", run: cmdMulti},
+		{name: "exec", cats: catTransaction, arity: 1, flags: flagNoScript | flagLoading | flagStale, group: "transactions", since: "1.2.0",
+			summary: "Run the queued commands atomically; nil if a watched key changed.", run: cmdExec},
+		{name: "discard", cats: catTransaction, arity: 1, flags: flagFast | flagNoScript | flagLoading | flagStale, group: "transactions", since: "2.0.0",
+			summary: "Drop the queued commands.", run: cmdDiscard},
+		{name: "watch", cats: catTransaction, keyPerm: permRead, arity: -2, flags: flagFast | flagNoScript | flagLoading | flagStale, firstKey: 1, lastKey: -1, step: 1, group: "transactions", since: "2.2.0",
+			summary: "Make the next EXEC fail if any of the keys changes.", args: []argSpec{many(key("key"))}, run: cmdWatch},
+		{name: "unwatch", cats: catTransaction, arity: 1, flags: flagFast | flagNoScript | flagLoading | flagStale, group: "transactions", since: "2.2.0",
+			summary: "Forget the watched keys.", run: cmdUnwatch},
+	}
+}
+
+// runsInMulti: the commands a transaction runs at once instead of
+// queueing, as Redis does.
+func (cmd *command) runsInMulti() bool {
+	switch cmd.name {
+	case "exec", "discard", "multi", "watch", "quit", "reset":
+		return true
+	}
+	return false
+}
+
+// notInMulti: the commands Redis refuses inside a transaction.
+func (cmd *command) notInMulti() bool { return cmd.name == "save" }
+
+// queue adds a command to the open transaction and replies QUEUED.
+func (c *client) queue(cmd *command, args [][]byte) {
+	tx := c.multi
+	size := 0
+	for _, a := range args {
+		size += len(a)
+	}
+	if len(tx.queued) >= maxQueuedCommands || tx.bytes+size > maxQueuedBytes {
+		c.reject(errQueueTooLong)
+		return
+	}
+	if !tx.aborted {
+		buf := make([]byte, 0, size)
+		copied := make([][]byte, len(args))
+		for i, a := range args {
+			start := len(buf)
+			buf = append(buf, a...)
+			copied[i] = buf[start:len(buf):len(buf)]
+		}
+		tx.queued = append(tx.queued, queuedCommand{cmd: cmd, args: copied})
+		tx.bytes += size
+	}
+	c.writeStatus("QUEUED")
+}
+
+// reject answers a command refused before it ran; inside a transaction
+// that also dooms the EXEC.
+func (c *client) reject(err error) {
+	if c.multi != nil {
+		c.multi.aborted = true
+	}
+	c.replyError(err)
+}
+
+func cmdMulti(s *Server, c *client, args [][]byte) {
+	if c.multi != nil {
+		c.writeError(errMultiNested)
+		return
+	}
+	c.multi = &txState{}
+	c.writeOK()
+}
+
+func cmdDiscard(s *Server, c *client, args [][]byte) {
+	if c.multi == nil {
+		c.writeError(errDiscardNoMulti)
+		return
+	}
+	c.multi = nil
+	c.unwatchAll()
+	c.writeOK()
+}
+
+func cmdWatch(s *Server, c *client, args [][]byte) {
+	if c.multi != nil {
+		c.writeError(errWatchInMulti)
+		return
+	}
+	_, cluster := s.replicator()
+	var cmds []engine.Command
+	var keys []string
+	for _, k := range args[1:] {
+		if c.watching(string(k)) || containsString(keys, string(k)) {
+			continue
+		}
+		wc := engine.Command{Op: engine.OpWatch, Key: k}
+		if cluster {
+			wc.N[0] = 1 // the fingerprint only: nodes share no registry
+		}
+		cmds = append(cmds, wc)
+		keys = append(keys, string(k))
+	}
+	replies := c.execEngine(cmds...)
+	for i, r := range replies {
+		if r.Kind == engine.ReplyError {
+			c.writeReply(&r)
+			return
+		}
+		c.watched = append(c.watched, watchedKey{key: keys[i], version: r.Items[0].Int, live: r.Items[1].Int, print: r.Items[2].Int})
+	}
+	c.writeOK()
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *client) watching(key string) bool {
+	for _, w := range c.watched {
+		if w.key == key {
+			return true
+		}
+	}
+	return false
+}
+
+func cmdUnwatch(s *Server, c *client, args [][]byte) {
+	c.unwatchAll()
+	c.writeOK()
+}
+
+// unwatchAll drops the connection's WATCH registrations.
+func (c *client) unwatchAll() {
+	if len(c.watched) == 0 {
+		return
+	}
+	if _, cluster := c.s.replicator(); !cluster {
+		cmds := make([]engine.Command, len(c.watched))
+		for i, w := range c.watched {
+			cmds[i] = engine.Command{Op: engine.OpUnwatch, Key: []byte(w.key)}
+		}
+		c.execEngine(cmds...)
+	}
+	c.watched = nil
+}
+
+// queuedAt is where one queued command's reply comes from.
+type queuedAt struct {
+	engine int // index among the engine commands, or -1
+	err    error
+}
+
+func cmdExec(s *Server, c *client, args [][]byte) {
+	tx := c.multi
+	if tx == nil {
+		c.writeError(errExecNoMulti)
+		return
+	}
+	c.multi = nil
+	if tx.aborted {
+		c.unwatchAll()
+		c.writeError(errExecAbort)
+		return
+	}
+	_, cluster := s.replicator()
+	exec := engine.Command{Op: engine.OpExec, N: [4]int64{int64(len(c.watched))}}
+	for _, w := range c.watched {
+		check := engine.Command{Op: engine.OpWatchCheck, Key: []byte(w.key), N: [4]int64{w.version, w.live, w.print, 1}}
+		if cluster {
+			check.N[3] = 0
+		}
+		exec.Sub = append(exec.Sub, check)
+	}
+	// The engine releases the registrations as it checks them.
+	c.watched = nil
+	at := make([]queuedAt, len(tx.queued))
+	engineCmds := 0
+	for i, q := range tx.queued {
+		at[i].engine = -1
+		if err := c.recheckACL(q.cmd, q.args); err != nil {
+			at[i].err = err
+			continue
+		}
+		if q.cmd.parse == nil {
+			continue
+		}
+		var sub engine.Command
+		if err := q.cmd.parseInto(&sub, q.args); err != nil {
+			at[i].err = err
+			continue
+		}
+		exec.Sub = append(exec.Sub, sub)
+		at[i].engine = engineCmds
+		engineCmds++
+	}
+	var replies []engine.Reply
+	if len(exec.Sub) > 0 {
+		r := c.execEngine(exec)[0]
+		switch r.Kind {
+		case engine.ReplyNilArray:
+			c.writeNilArray()
+			return
+		case engine.ReplyError:
+			c.writeReply(&r)
+			return
+		}
+		replies = r.Items
+	}
+	c.writeArray(len(tx.queued))
+	for i, q := range tx.queued {
+		switch {
+		case at[i].err != nil:
+			c.writeError(at[i].err)
+		case at[i].engine >= 0:
+			c.writeReply(&replies[at[i].engine])
+		default:
+			c.setLastCmd(q.cmd.subcommand(q.args).fullname)
+			q.cmd.run(s, c, q.args)
+		}
+	}
+}
+
+// recheckACL: EXEC checks each queued command against the user's rules
+// again, in case they changed since it was queued.
+func (c *client) recheckACL(cmd *command, args [][]byte) error {
+	u := c.user.rules.Load()
+	if u.allCommands && u.allKeys {
+		return nil
+	}
+	switch d, _ := u.check(cmd, args, c.keyBuf[:0]); d {
+	case aclDeniedCmd:
+		return &txPermError{reason: "no permission to execute the command or subcommand"}
+	case aclDeniedKey:
+		return &txPermError{reason: "no permission to touch the specified keys"}
+	}
+	return nil
+}
+
+// execEngine runs engine commands for a connection-level command (WATCH,
+// EXEC, OBJECT) as one batch of their own and returns the replies.
+func (c *client) execEngine(cmds ...engine.Command) []engine.Reply {
+	if len(cmds) == 0 {
+		return nil
+	}
+	var b engine.Batch
+	for _, cmd := range cmds {
+		*b.Add() = cmd
+	}
+	b.ReadOnly = c.readonly
+	c.s.backend.Execute(&b, c.s.clock.Now())
+	return b.Replies
+}

@@ -57,6 +57,8 @@ func Families() []string {
 type Gen struct {
 	R    *rand.Rand
 	keys []string
+	// bodies are the single-command generators transactions draw from.
+	bodies []func() [][]string
 }
 
 // NewGen returns a generator seeded with seed.
@@ -144,6 +146,7 @@ type Pair struct {
 	sluiceAddr  string
 	resp3       bool
 	inMulti     bool
+	history     []string // the last commands sent, for failure reports
 	// Counts is how many commands each name was sent (both servers).
 	Counts map[string]int
 }
@@ -176,7 +179,11 @@ func (p *Pair) Run(g *Gen, steps int, only ...string) {
 	var gens []func() [][]string
 	for _, f := range families {
 		if len(only) == 0 || slices.Contains(only, f.Name) {
-			gens = append(gens, f.Gens(g)...)
+			fg := f.Gens(g)
+			gens = append(gens, fg...)
+			if f.Name != "tx" {
+				g.bodies = append(g.bodies, fg...)
+			}
 		}
 	}
 	if len(gens) == 0 {
@@ -207,6 +214,14 @@ func (p *Pair) Step(step int, args ...string) {
 	}
 	name := strings.ToLower(args[0])
 	p.Counts[name]++
+	who := ""
+	if sl != p.Sluice {
+		who = "(other) "
+	}
+	p.history = append(p.history, fmt.Sprintf("%d %s%q", step, who, args))
+	if len(p.history) > 20 {
+		p.history = p.history[1:]
+	}
 	if !p.inMulti && sl == p.Sluice && isScan(name) {
 		p.sameScan(step, args)
 		return
@@ -224,7 +239,7 @@ func (p *Pair) Step(step int, args ...string) {
 		got, want = p.normalize(args, got), p.normalize(args, want)
 	}
 	if got != want {
-		p.TB.Fatalf("step %d %q:\n sluice %q\n redis  %q", step, args, got, want)
+		p.TB.Fatalf("step %d %q:\n sluice %q\n redis  %q\nlast commands:\n%s", step, args, got, want, strings.Join(p.history, "\n"))
 	}
 }
 

@@ -131,22 +131,23 @@ func stringGens(g *Gen) []func() [][]string {
 			return [][]string{{"SET", g.Key(), g.Value(), "PX", "1"}, {Sleep, "3"}}
 		},
 		one(func() []string { return []string{"PERSIST", g.Key()} }),
-		one(func() []string { return []string{"DBSIZE"} }),
-		one(func() []string { return []string{"KEYS", g.Pick("*", "?", "{t}*", "[ab]")} }),
+		one(func() []string {
+			return []string{"KEYS", g.Pick("*", "?", "{t}*", "[ab]", "[a-c]", "[^a]*", "\\{t}*", "*[}]*", "[c-a]", "[", "*\\")}
+		}),
 		one(func() []string {
 			args := []string{"SCAN", "0", "COUNT", g.Pick("2", "10", "1000")}
 			if g.Chance(2) {
 				args = append(args, "MATCH", g.Pick("*", "{t}*", "?"))
 			}
 			if g.Chance(2) {
-				args = append(args, "TYPE", g.Pick("string", "hash", "list", "set", "zset", "none"))
+				args = append(args, "TYPE", g.Pick("string", "hash", "list", "set", "zset"))
 			}
 			return args
 		}),
 		one(func() []string { return []string{"PING", g.Value()} }),
 		one(func() []string { return []string{"ECHO", g.Value()} }),
 		one(func() []string { return []string{"NOSUCH", g.Key()} }),
-		one(func() []string { return []string{g.Pick("GET", "SET", "HSET", "ZADD", "LPUSH", "SADD")} }),
+		one(func() []string { return []string{g.Pick("GET", "SET", "MSET", "GETEX", "RENAME")} }),
 		one(func() []string {
 			if g.Chance(30) {
 				return []string{"FLUSHALL"}
