@@ -3,7 +3,7 @@ package engine
 import (
 	"bytes"
 
-	"github.com/tidwall/match"
+	"github.com/sluicehq/sluice/engine/glob"
 
 	"github.com/sluicehq/sluice/shard"
 )
@@ -85,7 +85,7 @@ func (j *shardJob) hsScan(t *shard.Table, c *Command, now int64, kind shard.Kind
 		}
 	}
 	pat := string(pattern)
-	matches := func(s []byte) bool { return !usePattern || match.Match(string(s), pat) }
+	matches := func(s []byte) bool { return !usePattern || glob.Match(pat, string(s)) }
 	group := 1
 	if kind == shard.KindHash {
 		group = 2

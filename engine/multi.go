@@ -211,6 +211,12 @@ func (x *heldRun) multiKey(c *Command) Reply {
 	}
 	switch c.Multi {
 	case MultiArray:
+		// MGET answers nil for a key of another type, not WRONGTYPE.
+		for i := range replies {
+			if replies[i].Kind == ReplyError && errors.Is(replies[i].Err, ErrWrongType) {
+				replies[i] = nilReply()
+			}
+		}
 		return Reply{Kind: ReplyArray, Items: replies}
 	case MultiOK:
 		for _, r := range replies {

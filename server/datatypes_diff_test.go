@@ -12,7 +12,7 @@ import (
 
 // readyFamilies are the difftest families whose commands Sluice has;
 // SLUICE_DIFF_FAMILIES overrides the list.
-var readyFamilies = []string{"strings", "tx"}
+var readyFamilies = []string{"strings", "tx", "hash", "set"}
 
 // diffSettings reads the differential run's size, seed and families from
 // the environment: SLUICE_DIFF_STEPS (default 3000 per protocol),
