@@ -13,6 +13,7 @@ package difftest
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -52,6 +53,25 @@ func Families() []string {
 	return names
 }
 
+// Settings reads a differential run's size, seed and families from the
+// environment: SLUICE_DIFF_STEPS (default steps), SLUICE_DIFF_SEED
+// (default 20261201), SLUICE_DIFF_FAMILIES (comma-separated; default every
+// registered family).
+func Settings(steps int) (int, uint64, []string) {
+	seed := uint64(20261201)
+	if n, err := strconv.Atoi(os.Getenv("SLUICE_DIFF_STEPS")); err == nil && n > 0 {
+		steps = n
+	}
+	if n, err := strconv.ParseUint(os.Getenv("SLUICE_DIFF_SEED"), 10, 64); err == nil {
+		seed = n
+	}
+	var only []string
+	if f := os.Getenv("SLUICE_DIFF_FAMILIES"); f != "" {
+		only = strings.Split(f, ",")
+	}
+	return steps, seed, only
+}
+
 // Gen supplies random arguments from small pools, so that commands keep
 // meeting each other's keys, fields and members.
 type Gen struct {
@@ -59,6 +79,12 @@ type Gen struct {
 	keys []string
 	// bodies are the single-command generators transactions draw from.
 	bodies []func() [][]string
+	// FingerprintWatch: the server under test checks WATCH by the key's
+	// contents (a cluster), so another client's change to a watched key
+	// always writes a new value: a change back to identical bytes is the
+	// one case where that check and Redis's differ (docs/transactions.md).
+	FingerprintWatch bool
+	unique           int
 }
 
 // NewGen returns a generator seeded with seed.
@@ -351,7 +377,21 @@ type KeyState struct {
 // type's read commands, over a fresh RESP2 connection.
 func Dump(tb testing.TB, network, addr string) []KeyState {
 	tb.Helper()
-	c := sluicetest.DialRaw(tb, network, addr)
+	return dump(tb, sluicetest.DialRaw(tb, network, addr))
+}
+
+// DumpReplica is Dump for a cluster follower: it reads its applied state
+// after READONLY.
+func DumpReplica(tb testing.TB, addr string) []KeyState {
+	tb.Helper()
+	c := sluicetest.DialRaw(tb, "tcp", addr)
+	if got := c.Do(tb, "READONLY"); got != "+OK\r\n" {
+		tb.Fatalf("READONLY: %q", got)
+	}
+	return dump(tb, c)
+}
+
+func dump(tb testing.TB, c *sluicetest.RawConn) []KeyState {
 	do := func(args ...string) Value {
 		v, err := Parse([]byte(c.Do(tb, args...)))
 		if err != nil {
@@ -442,6 +482,20 @@ func Compare(tb testing.TB, what string, got, want []KeyState, slack int64) {
 	if diffs == 0 {
 		tb.Logf("%s: %d keys identical", what, len(got))
 	}
+}
+
+// Same reports whether two dumps agree as Compare would accept.
+func Same(got, want []KeyState, slack int64) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for i := range got {
+		a, b := got[i], want[i]
+		if a.Key != b.Key || a.Type != b.Type || a.Value != b.Value || (a.TTL < 0) != (b.TTL < 0) || abs(a.TTL-b.TTL) > slack {
+			return false
+		}
+	}
+	return true
 }
 
 func abs(n int64) int64 {

@@ -1,6 +1,9 @@
 package difftest
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+)
 
 // Transactions: MULTI bodies drawn from the other families' commands,
 // EXECABORT after a queue-time error, runtime errors inside EXEC, WATCH
@@ -64,7 +67,12 @@ func txGens(g *Gen) []func() [][]string {
 			script := [][]string{{"WATCH", k, g.Key()}}
 			switch g.R.IntN(4) {
 			case 0:
-				script = append(script, []string{Other, "SET", k, g.Value()})
+				v := g.Value()
+				if g.FingerprintWatch {
+					g.unique++
+					v = "changed-" + strconv.Itoa(g.unique)
+				}
+				script = append(script, []string{Other, "SET", k, v})
 			case 1:
 				script = append(script, []string{Other, "DEL", k})
 			case 2:
