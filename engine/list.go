@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
-	"math/bits"
 
 	"github.com/sluicehq/sluice/shard"
 )
@@ -77,7 +76,13 @@ func popped(_ *Command, r *Reply) bool {
 func trimmed(_ *Command, r *Reply) bool { return r.Kind == ReplyOK && r.Int != 0 }
 
 // encLen is the encoded size of an element.
-func encLen(v []byte) int { return (bits.Len64(uint64(len(v))|1)+6)/7 + len(v) }
+func encLen(v []byte) int {
+	w := 1
+	for x := uint(len(v)); x >= 0x80; x >>= 7 {
+		w++
+	}
+	return w + len(v)
+}
 
 // putElem writes v's encoding at the start of dst and returns its size.
 func putElem(dst, v []byte) int {
