@@ -414,50 +414,55 @@ func TestListJournalReplay(t *testing.T) {
 	var b Batch
 	num := func() string { return strconv.Itoa(r.IntN(11) - 5) }
 	elem := func() string { return []string{"a", "b", "c", ""}[r.IntN(4)] }
-	for range 3000 {
+	for step := range 3000 {
 		b.Reset()
 		for range 1 + r.IntN(6) {
 			c := b.Add()
 			c.Key = []byte("l" + strconv.Itoa(r.IntN(6)))
 			var args []string
-			switch r.IntN(9) {
+			switch r.IntN(40) {
 			case 0:
+				c.Op, c.Value = OpSet, []byte("v") // a wrong type now and then
+			case 1:
+				c.Op = OpDel
+			case 2, 3, 4, 5, 6, 7, 8, 9, 10, 11:
 				c.Op, c.N[0], c.N[1] = OpLPush, int64(r.IntN(2)), int64(r.IntN(2))
 				args = []string{elem(), elem()}
-			case 1:
+			case 12, 13, 14:
 				c.Op, c.N[0] = OpLPop, int64(r.IntN(2))
 				if r.IntN(2) == 0 {
 					args = []string{strconv.Itoa(r.IntN(3))}
 				}
-			case 2:
+			case 15, 16, 17, 18:
 				c.Op, args = OpLTrim, []string{num(), num()}
-			case 3:
+			case 19, 20, 21:
 				c.Op, args = OpLSet, []string{num(), elem()}
-			case 4:
+			case 22, 23, 24:
 				c.Op, args = OpLRem, []string{num(), elem()}
-			case 5:
+			case 25, 26, 27:
 				c.Op, args = OpLInsert, []string{[]string{"before", "after"}[r.IntN(2)], elem(), elem()}
-			case 6:
+			case 28, 29:
 				c.Op, args = OpLIndex, []string{num()}
-			case 7:
-				c.Op, args = OpLRange, []string{num(), num()}
 			default:
-				c.Op, c.Value = OpSet, []byte("v") // wrong types now and then
+				c.Op, args = OpLRange, []string{num(), num()}
 			}
 			for _, a := range args {
 				c.Args = append(c.Args, []byte(a))
 			}
 		}
 		live.Execute(&b, clk.Now())
-	}
-	rebuilt := New(Config{Shards: 2})
-	defer rebuilt.Close()
-	for i, rec := range j.snapshot() {
-		if _, err := rebuilt.Replay(rec, nil); err != nil {
-			t.Fatalf("record %d: %v", i, err)
+		if step%100 == 99 {
+			rebuilt := New(Config{Shards: 2})
+			for i, rec := range j.snapshot() {
+				if _, err := rebuilt.Replay(rec, nil); err != nil {
+					t.Fatalf("record %d: %v", i, err)
+				}
+			}
+			got, want := dump(t, rebuilt, clk.Now()), dump(t, live, clk.Now())
+			rebuilt.Close()
+			if got != want {
+				t.Fatalf("after %d batches, replayed lists differ\n got %.600s\nwant %.600s", step+1, got, want)
+			}
 		}
-	}
-	if got, want := dump(t, rebuilt, clk.Now()), dump(t, live, clk.Now()); got != want {
-		t.Fatalf("replayed lists differ\n got %.600s\nwant %.600s", got, want)
 	}
 }
