@@ -102,9 +102,10 @@ func listOffset(p []byte, i int) int {
 
 // spliceList replaces del bytes at offset at of the list's payload (whose
 // lookup gave e and ok) with add bytes, left for the caller to fill, and
-// makes count the list's length. Only the bytes after the change move: a
-// record that grows is resized and they move up inside it; one that
-// shrinks saves them aside first. A count of 0 deletes the key. Growth is
+// makes count the list's length. Beyond the copy the table's Resize makes,
+// only the bytes after the change move: in a record that grows they move
+// up inside it; from one that shrinks they are saved aside first (so a
+// failed Resize leaves the list as it was), and a tail cut moves nothing. A count of 0 deletes the key. Growth is
 // refused past maxmemory; on any error nothing has changed.
 func (j *shardJob) spliceList(t *shard.Table, c *Command, e shard.Entry, ok bool, at, del, add, count int) (shard.Entry, error) {
 	if count == 0 {
