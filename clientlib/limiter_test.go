@@ -121,13 +121,20 @@ func TestDecisionsMatchRawReplies(t *testing.T) {
 // rawInfo reads LIMIT.INFO's flat array the way a reader of the spec would.
 func rawInfo(t *testing.T, rdb redis.UniversalClient, key string) map[string]interface{} {
 	t.Helper()
-	v, err := rdb.Do(context.Background(), "LIMIT.INFO", key).Slice()
+	v, err := rdb.Do(context.Background(), "LIMIT.INFO", key).Result()
 	if err != nil {
 		t.Fatalf("raw LIMIT.INFO %s: %v", key, err)
 	}
 	m := map[string]interface{}{}
-	for i := 0; i+1 < len(v); i += 2 {
-		m[v[i].(string)] = v[i+1]
+	switch v := v.(type) {
+	case map[interface{}]interface{}: // RESP3, go-redis's default
+		for k, x := range v {
+			m[k.(string)] = x
+		}
+	case []interface{}: // RESP2
+		for i := 0; i+1 < len(v); i += 2 {
+			m[v[i].(string)] = v[i+1]
+		}
 	}
 	return m
 }

@@ -30,8 +30,13 @@ func (j *shardJob) apply(t *shard.Table, c *Command, now int64) (r Reply) {
 	j.unchanged = false
 	r = spec.apply(j, t, c, now)
 	r.unchanged = j.unchanged
-	if spec.Writes && j.e.watches != nil && !j.dryRun && changedState(c, &r) {
-		j.e.touched(j.shard, c.Key)
+	if spec.Writes && j.e.watches != nil && !j.dryRun {
+		// A copy, declared here: passing &r itself to the op's function
+		// would move every reply to the heap.
+		reply := r
+		if changedState(c, &reply) {
+			j.e.touched(j.shard, c.Key)
+		}
 	}
 	// A dry run (LIMIT.ALL's first phase) decides nothing yet.
 	if spec.Decision && !j.dryRun && r.Kind == ReplyDecision {

@@ -309,8 +309,11 @@ func (j *shardJob) Run(t *shard.Table) {
 	if j.e.cfg.SweepEveryBatch {
 		st.swept.Add(int64(t.Sweep(b.now, j.e.cfg.SweepBudget)))
 	}
-	b.wg.Done()
 }
+
+// Finished: the batch's waiter may go on once the shard's counts include
+// this part.
+func (j *shardJob) Finished() { j.b.wg.Done() }
 
 // copyOut copies v into the job's buffer so the reply survives later writes
 // to the table in the same batch.

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"slices"
+	"sync"
 
 	"github.com/sluicehq/sluice/shard"
 )
@@ -13,8 +14,9 @@ var errUnknownOp = errors.New("unknown operation")
 // table over and parks until released, so while it waits nobody else
 // touches the table and the coordinator has it alone.
 type holdTask struct {
-	tables  chan<- *shard.Table
-	release <-chan struct{}
+	tables   chan<- *shard.Table
+	release  <-chan struct{}
+	finished *sync.WaitGroup
 }
 
 func (h *holdTask) Run(t *shard.Table) {
@@ -22,10 +24,13 @@ func (h *holdTask) Run(t *shard.Table) {
 	<-h.release
 }
 
+func (h *holdTask) Finished() { h.finished.Done() }
+
 // held is a set of shards taken in ascending order and released together.
 type held struct {
-	tables  map[int]*shard.Table
-	release chan struct{}
+	tables   map[int]*shard.Table
+	release  chan struct{}
+	finished sync.WaitGroup
 }
 
 // hold takes the shards in ascending order, each one only after the one
@@ -35,15 +40,20 @@ func (e *Engine) hold(shards []int) *held {
 	h := &held{tables: make(map[int]*shard.Table, len(shards)), release: make(chan struct{})}
 	tables := make(chan *shard.Table)
 	for _, s := range shards {
-		e.shards[s].Submit(&holdTask{tables: tables, release: h.release})
+		h.finished.Add(1)
+		e.shards[s].Submit(&holdTask{tables: tables, release: h.release, finished: &h.finished})
 		h.tables[s] = <-tables
 	}
 	return h
 }
 
-// done releases every shard; the close orders the coordinator's writes
-// before the owners' next reads.
-func (h *held) done() { close(h.release) }
+// done releases every shard and waits until each has published its
+// counts; the close orders the coordinator's writes before the owners'
+// next reads.
+func (h *held) done() {
+	close(h.release)
+	h.finished.Wait()
+}
 
 // heldRun is one hold's execution: the held tables, a job per shard, and
 // the state changes to journal, as one record, when the hold ends.

@@ -16,6 +16,13 @@ type Task interface {
 	Run(t *Table)
 }
 
+// Finisher is a Task told when the shard's published figures (Keys,
+// MemoryUsage) include its work, so that whoever waits for it sees them
+// current: a DBSIZE right after a write counts the write.
+type Finisher interface {
+	Finished()
+}
+
 // Shard is one owner goroutine and its table.
 type Shard struct {
 	id    int
@@ -63,6 +70,9 @@ func (s *Shard) loop() {
 	for task := range s.inbox {
 		task.Run(s.table)
 		s.publish()
+		if f, ok := task.(Finisher); ok {
+			f.Finished()
+		}
 	}
 }
 
