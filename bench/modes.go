@@ -103,6 +103,9 @@ type mode struct {
 	// build, when set, encodes the whole request instead (commands that
 	// name the key more than once).
 	build func(Limit) request
+	// pattern, when set, makes each request an operation of several
+	// commands (patterns.go).
+	pattern func(Config) *pattern
 }
 
 func gcraArgs(l Limit) []string {
@@ -130,6 +133,10 @@ var modes = []mode{
 	{name: "lua-fw", family: "fixed-window", native: KindRedis, command: "fw.lua", script: fwScript, keyed: true, decision: true, args: windowArgs},
 	{name: "sl.check", family: "sliding-log", native: KindSluice, command: "SL.CHECK", keyed: true, decision: true, args: windowArgs},
 	{name: "limit.all", family: "limit-all", native: KindSluice, command: "LIMIT.ALL", keyed: true, decision: true, args: noArgs, build: newLimitAllRequest},
+	// Data-type recipes, the same commands on both servers.
+	{name: "hash-bucket", family: "hash-bucket", native: KindAny, command: "HMGET+HSET", keyed: true, args: noArgs, pattern: hashBucketPattern},
+	{name: "zset-log", family: "zset-log", native: KindAny, command: "MULTI ZREMRANGEBYSCORE ZCARD ZADD EXPIRE EXEC", keyed: true, args: noArgs, pattern: zsetLogPattern},
+	{name: "list-recent", family: "list-recent", native: KindAny, command: "LPUSH+LTRIM+LINDEX", keyed: true, args: noArgs, pattern: listRecentPattern},
 }
 
 // ModeNames lists every mode name, in table order.

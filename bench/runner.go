@@ -165,6 +165,14 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 
 	req := m.request(cfg.Limit, sha)
+	var pat *pattern
+	seq := &patternSeq{}
+	if m.pattern != nil {
+		pat = m.pattern(cfg)
+		if err := pat.preload(conns[0], cfg); err != nil {
+			return fail(fmt.Errorf("%s %s: %w", res.Target, cfg.Target.Addr, err))
+		}
+	}
 	share := cfg.Split.shareOf(cfg.KeyPrefix, cfg.Keys)
 	if cfg.Split.Of > 1 && len(share) == 0 && cfg.Hot < 1 {
 		return fail(fmt.Errorf("none of the %d keys falls in share %d of %d", cfg.Keys, cfg.Split.Index, cfg.Split.Of))
@@ -187,6 +195,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	for i, c := range conns {
 		workers[i] = newWorker(i, c, cfg, req)
 		workers[i].share = share
+		workers[i].pat, workers[i].seq = pat, seq
 		if st.interval > 0 {
 			// Stagger the schedules so connections do not all fire together.
 			workers[i].offset = st.interval * time.Duration(i) / time.Duration(cfg.Conns)
@@ -377,6 +386,8 @@ func (s *runState) claim(p int) int {
 type worker struct {
 	conn     net.Conn
 	req      request
+	pat      *pattern // set: each request is this operation
+	seq      *patternSeq
 	pipeline int
 	rng      *rand.Rand
 	keys     uint64
@@ -495,8 +506,16 @@ func (w *worker) run(st *runState) {
 // open loop); now is the current time.
 func (w *worker) batch(st *runState, n int, now, sent time.Time) error {
 	w.wbuf = w.wbuf[:0]
-	for range n {
-		w.wbuf = w.req.appendTo(w.wbuf, w.nextKey())
+	perOp := 1
+	if w.pat != nil {
+		perOp = w.pat.replies()
+		for range n {
+			w.wbuf = w.pat.appendOp(w.wbuf, w.nextKey(), w.seq.n.Add(1))
+		}
+	} else {
+		for range n {
+			w.wbuf = w.req.appendTo(w.wbuf, w.nextKey())
+		}
 	}
 	// Refreshing the deadline every batch would cost a timer update per
 	// batch; once it is half used up is often enough.
@@ -514,6 +533,9 @@ func (w *worker) batch(st *runState, n int, now, sent time.Time) error {
 		return fmt.Errorf("write: %w", err)
 	}
 	arrived := sent
+	// An operation of several commands counts once, when its last reply
+	// arrives, as an error if any of its replies was one.
+	part, opBad := 0, redcon.RESP{}
 	for got := 0; got < n; {
 		resp, ok, err := w.rd.next()
 		if err != nil {
@@ -529,7 +551,22 @@ func (w *worker) batch(st *runState, n int, now, sent time.Time) error {
 			arrived = time.Now()
 			continue
 		}
-		w.count(resp, st.decision)
+		if perOp > 1 {
+			if opBad.Type == 0 && (resp.Type == redcon.Error || (part == perOp-1 && resp.Type == redcon.Array && resp.Count < 0)) {
+				opBad = resp
+			}
+			if part++; part < perOp {
+				continue
+			}
+			if opBad.Type != 0 {
+				w.countBad(opBad)
+			} else {
+				w.count(resp, st.decision)
+			}
+			part, opBad = 0, redcon.RESP{}
+		} else {
+			w.count(resp, st.decision)
+		}
 		lat := int64(arrived.Sub(sent))
 		if lat < histMin {
 			lat = histMin
@@ -546,6 +583,15 @@ func (w *worker) batch(st *runState, n int, now, sent time.Time) error {
 		return fmt.Errorf("%w: %d bytes arrived beyond the replies expected", errProtocol, w.rd.buffered())
 	}
 	return nil
+}
+
+// countBad counts an operation whose reply resp was an error (or a nil
+// EXEC).
+func (w *worker) countBad(resp redcon.RESP) {
+	w.errors++
+	if w.firstErr == "" {
+		w.firstErr = describeBad(resp)
+	}
 }
 
 func (w *worker) count(resp redcon.RESP, decision bool) {
