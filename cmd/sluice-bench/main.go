@@ -57,6 +57,7 @@ type options struct {
 	allowRemote bool
 	cpu         int
 	quiet       bool
+	memoryKeys  int
 
 	limit  int64
 	period float64
@@ -120,6 +121,7 @@ Flags:
 	fs.BoolVar(&o.allowRemote, "allow-remote", false, "allow targets outside loopback")
 	fs.IntVar(&o.cpu, "cpu", -1, "pin the load generator to this CPU (re-executes itself with that affinity)")
 	fs.BoolVar(&o.quiet, "q", false, "no progress bar")
+	fs.IntVar(&o.memoryKeys, "memory", 0, "instead of load: store this many keys of each data-type shape (2-field hash, 100-member sorted set, 10-element list, string) on every target and report bytes per key (used_memory, and RSS for started servers)")
 
 	fs.Int64Var(&o.limit, "limit", 100, "limit: units per period (CL.THROTTLE count; SW/SL/FW limit)")
 	fs.Float64Var(&o.period, "period", 1, "period or window in seconds (decimal allowed)")
@@ -237,6 +239,11 @@ Flags:
 			fmt.Fprintf(stderr, "sluice-bench: %v\n", err)
 			return exitUsage
 		}
+	}
+
+	if o.memoryKeys > 0 {
+		fmt.Fprint(stdout, bench.MemoryTable(bench.MeasureMemory(ctx, targets, o.memoryKeys, 30*time.Second)))
+		return exitOK
 	}
 
 	jobs, notes, err := bench.Plan(strings.Split(o.modes, ","), targets)
