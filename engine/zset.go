@@ -1,4 +1,363 @@
 package engine
 
-// zsetOps are the zset ops (to come).
-func zsetOps() map[Op]OpSpec { return nil }
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"math"
+
+	"github.com/sluicehq/sluice/shard"
+)
+
+// Sorted sets: ZADD, ZINCRBY, ZREM, ZCARD, ZCOUNT, ZLEXCOUNT, ZSCORE,
+// ZMSCORE, ZRANK, ZREVRANK, the ZRANGE family, the ZREMRANGE family,
+// ZPOPMIN, ZPOPMAX and ZSCAN, with Redis 7.0's semantics.
+//
+// A sorted set is an inline collection (see collection.go): the count,
+// then (score f64 LE | uvarint length | member) entries ordered by score,
+// then by member bytes, which is Redis's order (-0 and 0 are equal scores,
+// ties go by member). Redis keeps a small sorted set in a listpack and a
+// big one in a skiplist, and two things a client can see depend on which:
+// a listpack stores an integral score as an integer, so -0 comes back as
+// 0, and ZSCAN prints the scores of a listpack as the listpack holds them
+// (integers in full) but those of a skiplist with %.17g. The top bit of
+// the count records what Redis would hold, as Redis decides it (more than
+// 128 members, or a member longer than 64 bytes, converts; nothing
+// converts back while the key lives), so both come out as Redis's.
+//
+// Hot paths work on the record in place: ZCARD reads the count; removing
+// a range (ZREMRANGEBYSCORE of the oldest entries of a sliding log) and
+// adding one member (at the end, for the newest) cost one walk and one
+// copy of the record, with no per-member decoding and no allocation.
+
+// Op numbers: fixed forever (journals and Raft logs hold them).
+const (
+	OpZAdd             Op = 100 // ZADD: Args as sent
+	OpZIncrBy          Op = 101 // ZINCRBY
+	OpZRem             Op = 102 // ZREM
+	OpZCard            Op = 103 // ZCARD
+	OpZCount           Op = 104 // ZCOUNT
+	OpZLexCount        Op = 105 // ZLEXCOUNT
+	OpZScore           Op = 106 // ZSCORE
+	OpZMScore          Op = 107 // ZMSCORE
+	OpZRank            Op = 108 // ZRANK
+	OpZRevRank         Op = 109 // ZREVRANK
+	OpZRange           Op = 110 // ZRANGE
+	OpZRangeByScore    Op = 111 // ZRANGEBYSCORE
+	OpZRevRangeByScore Op = 112 // ZREVRANGEBYSCORE
+	OpZRevRange        Op = 113 // ZREVRANGE
+	OpZRangeByLex      Op = 114 // ZRANGEBYLEX
+	OpZRevRangeByLex   Op = 115 // ZREVRANGEBYLEX
+	OpZRemRangeByScore Op = 116 // ZREMRANGEBYSCORE
+	OpZRemRangeByRank  Op = 117 // ZREMRANGEBYRANK
+	OpZRemRangeByLex   Op = 118 // ZREMRANGEBYLEX
+	OpZPopMin          Op = 119 // ZPOPMIN
+	OpZPopMax          Op = 120 // ZPOPMAX
+	OpZScan            Op = 121 // ZSCAN
+)
+
+func zsetOps() map[Op]OpSpec {
+	return map[Op]OpSpec{
+		OpZAdd:             {Name: "zadd", Writes: true, Creates: true, Keys: KeysOne, changed: zaddChanged, apply: (*shardJob).zadd},
+		OpZIncrBy:          {Name: "zincrby", Writes: true, Creates: true, Keys: KeysOne, changed: succeeded, apply: (*shardJob).zincrby},
+		OpZRem:             {Name: "zrem", Writes: true, Keys: KeysOne, changed: removedSome, apply: (*shardJob).zrem},
+		OpZCard:            {Name: "zcard", Keys: KeysOne, apply: (*shardJob).zcard},
+		OpZCount:           {Name: "zcount", Keys: KeysOne, apply: (*shardJob).zcount},
+		OpZLexCount:        {Name: "zlexcount", Keys: KeysOne, apply: (*shardJob).zlexcount},
+		OpZScore:           {Name: "zscore", Keys: KeysOne, apply: (*shardJob).zscore},
+		OpZMScore:          {Name: "zmscore", Keys: KeysOne, apply: (*shardJob).zmscore},
+		OpZRank:            {Name: "zrank", Keys: KeysOne, apply: (*shardJob).zrank},
+		OpZRevRank:         {Name: "zrevrank", Keys: KeysOne, apply: (*shardJob).zrevrank},
+		OpZRange:           {Name: "zrange", Keys: KeysOne, apply: zrangeOp(zrAuto, zrAuto)},
+		OpZRangeByScore:    {Name: "zrangebyscore", Keys: KeysOne, apply: zrangeOp(zrByScore, zrForward)},
+		OpZRevRangeByScore: {Name: "zrevrangebyscore", Keys: KeysOne, apply: zrangeOp(zrByScore, zrReverse)},
+		OpZRevRange:        {Name: "zrevrange", Keys: KeysOne, apply: zrangeOp(zrByRank, zrReverse)},
+		OpZRangeByLex:      {Name: "zrangebylex", Keys: KeysOne, apply: zrangeOp(zrByLex, zrForward)},
+		OpZRevRangeByLex:   {Name: "zrevrangebylex", Keys: KeysOne, apply: zrangeOp(zrByLex, zrReverse)},
+		OpZRemRangeByScore: {Name: "zremrangebyscore", Writes: true, Keys: KeysOne, changed: removedSome, apply: (*shardJob).zremrangebyscore},
+		OpZRemRangeByRank:  {Name: "zremrangebyrank", Writes: true, Keys: KeysOne, changed: removedSome, apply: (*shardJob).zremrangebyrank},
+		OpZRemRangeByLex:   {Name: "zremrangebylex", Writes: true, Keys: KeysOne, changed: removedSome, apply: (*shardJob).zremrangebylex},
+		OpZPopMin:          {Name: "zpopmin", Writes: true, Keys: KeysOne, changed: poppedSome, apply: (*shardJob).zpopmin},
+		OpZPopMax:          {Name: "zpopmax", Writes: true, Keys: KeysOne, changed: poppedSome, apply: (*shardJob).zpopmax},
+		OpZScan:            {Name: "zscan", Keys: KeysOne, apply: (*shardJob).zscan},
+	}
+}
+
+// zaddChanged: ZADD changed nothing when it failed or, with INCR, when its
+// condition kept the member as it was (a nil reply).
+func zaddChanged(_ *Command, r *Reply) bool { return r.Kind != ReplyError && r.Kind != ReplyNil }
+
+// removedSome: a removal changed state when it removed something.
+func removedSome(_ *Command, r *Reply) bool { return r.Kind == ReplyInt && r.Int > 0 }
+
+// poppedSome: a pop changed state when it returned members.
+func poppedSome(_ *Command, r *Reply) bool {
+	return (r.Kind == ReplyArray || r.Kind == ReplyPairs) && len(r.Items) > 0
+}
+
+// Errors of the sorted-set commands, in Redis's words.
+var (
+	errZNaN            = errors.New("resulting score is not a number (NaN)")
+	errZXXNX           = errors.New("XX and NX options at the same time are not compatible")
+	errZGTLTNX         = errors.New("GT, LT, and/or NX options at the same time are not compatible")
+	errZIncrPair       = errors.New("INCR option supports a single increment-element pair")
+	errZMinMaxFloat    = errors.New("min or max is not a float")
+	errZMinMaxLex      = errors.New("min or max not valid string range item")
+	errZLimitByRank    = errors.New("syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX")
+	errZWithScoresLex  = errors.New("syntax error, WITHSCORES not supported in combination with BYLEX")
+	errZNotPositive    = errors.New("value is out of range, must be positive")
+	errZInvalidCursor  = errors.New("invalid cursor")
+	errZWrongArgsCount = errors.New("wrong number of arguments")
+)
+
+// Redis's listpack limits (zset-max-listpack-entries, -value at their
+// defaults): past them Redis converts a sorted set to a skiplist.
+const (
+	zMaxListpackEntries = 128
+	zMaxListpackValue   = 64
+	// zBig, in the count, marks a sorted set Redis would hold as a skiplist.
+	zBig = 1 << 31
+)
+
+// zHeader is a sorted set payload's member count and big mark.
+func zHeader(p []byte) (count int, big bool) {
+	h := binary.LittleEndian.Uint32(p)
+	return int(h &^ zBig), h&zBig != 0
+}
+
+func zPutHeader(p []byte, count int, big bool) {
+	h := uint32(count)
+	if big {
+		h |= zBig
+	}
+	binary.LittleEndian.PutUint32(p, h)
+}
+
+// zStoreCount is what storeCollection is given as the count: the mark
+// travels in its top bit, and an empty set is deleted.
+func zStoreCount(count int, big bool) int {
+	if count > 0 && big {
+		return count | zBig
+	}
+	return count
+}
+
+// zNorm is the score as Redis stores it: a listpack holds an integral
+// score as an integer, which turns -0 into 0; a skiplist keeps the double.
+func zNorm(score float64, big bool) float64 {
+	if score == 0 && !big {
+		return 0
+	}
+	return score
+}
+
+// zEntryAt decodes the entry at off: its score, member (aliasing p) and
+// where the next entry starts.
+func zEntryAt(p []byte, off int) (score float64, member []byte, end int) {
+	score = math.Float64frombits(binary.LittleEndian.Uint64(p[off:]))
+	n, w := uvarintFast(p[off+8:])
+	s := off + 8 + w
+	return score, p[s : s+n : s+n], s + n
+}
+
+// zScoreAt is the score of the entry at off.
+func zScoreAt(p []byte, off int) float64 {
+	return math.Float64frombits(binary.LittleEndian.Uint64(p[off:]))
+}
+
+// zNext is where the entry after the one at off starts.
+func zNext(p []byte, off int) int {
+	n, w := uvarintFast(p[off+8:])
+	return off + 8 + w + n
+}
+
+// zEntrySize is the encoded size of an entry for member.
+func zEntrySize(member []byte) int {
+	n := 9
+	for v := uint(len(member)); v >= 0x80; v >>= 7 {
+		n++
+	}
+	return n + len(member)
+}
+
+// zPutEntry encodes an entry at the start of dst.
+func zPutEntry(dst []byte, score float64, member []byte) {
+	binary.LittleEndian.PutUint64(dst, math.Float64bits(score))
+	w := binary.PutUvarint(dst[8:], uint64(len(member)))
+	copy(dst[8+w:], member)
+}
+
+// zAfter reports whether entry (s, m) sorts after (score, member).
+func zAfter(s float64, m []byte, score float64, member []byte) bool {
+	return s > score || (s == score && bytes.Compare(m, member) > 0)
+}
+
+// zFind finds member: its entry's offsets and score; off < 0 when absent.
+func zFind(p []byte, member []byte) (off, end int, score float64) {
+	for off = collHeader; off < len(p); off = end {
+		var m []byte
+		score, m, end = zEntryAt(p, off)
+		if len(m) == len(member) && bytes.Equal(m, member) {
+			return off, end, score
+		}
+	}
+	return -1, -1, 0
+}
+
+// zInsertPos is where (score, member) goes among p's entries other than
+// the one at skip: the offset of the first entry after it.
+func zInsertPos(p []byte, score float64, member []byte, skip int) int {
+	for off := collHeader; off < len(p); {
+		s, m, end := zEntryAt(p, off)
+		if off != skip && zAfter(s, m, score, member) {
+			return off
+		}
+		off = end
+	}
+	return len(p)
+}
+
+// zLocate walks p once for ZADD: member's entry (off < 0 when absent) and
+// where (score, member) goes among the other entries.
+func zLocate(p []byte, member []byte, score float64) (off, end int, cur float64, ins int) {
+	off, end, ins = -1, -1, -1
+	for o := collHeader; o < len(p); {
+		s, m, e := zEntryAt(p, o)
+		switch {
+		case off < 0 && len(m) == len(member) && bytes.Equal(m, member):
+			off, end, cur = o, e, s
+		case ins < 0 && zAfter(s, m, score, member):
+			ins = o
+			if off >= 0 {
+				return off, end, cur, ins
+			}
+		}
+		o = e
+	}
+	if ins < 0 {
+		ins = len(p)
+	}
+	return off, end, cur, ins
+}
+
+// zMove rewrites, in place, the entry at [off, end) as (score, member) at
+// ins, an entry boundary outside it (from zInsertPos skipping off): the
+// entries between shift over by one entry's size.
+func zMove(p []byte, off, end, ins int, score float64, member []byte) {
+	size := end - off
+	switch {
+	case ins == end:
+		ins = off
+		fallthrough
+	case ins <= off:
+		copy(p[ins+size:end], p[ins:off])
+	default:
+		copy(p[off:], p[end:ins])
+		ins -= size
+	}
+	zPutEntry(p[ins:], score, member)
+}
+
+// zInsert adds (score, member) at payload offset ins of the key's sorted
+// set (creating the key when ok is false), which then holds count members.
+func (j *shardJob) zInsert(t *shard.Table, c *Command, e shard.Entry, ok bool, ins int, score float64, member []byte, count int, big bool) error {
+	size := zEntrySize(member)
+	if !ok {
+		ne, err := j.create(t, c, shard.KindZSet, 0, collHeader+size)
+		if err != nil {
+			return err
+		}
+		zPutHeader(ne.Payload, count, big)
+		zPutEntry(ne.Payload[collHeader:], score, member)
+		return nil
+	}
+	if err := j.growable(); err != nil {
+		return err
+	}
+	n := len(e.Payload)
+	ne, err := t.Resize(e, n+size)
+	if err != nil {
+		return err
+	}
+	p := ne.Payload
+	copy(p[ins+size:], p[ins:n])
+	zPutEntry(p[ins:], score, member)
+	zPutHeader(p, count, big)
+	return nil
+}
+
+// zCut removes the entries at payload offsets [from, to), leaving count
+// members (deleting the key at 0). The record shrinks first, keeping its
+// head; the tail is then copied from the old record, whose bytes Resize
+// leaves as they were (freed records are only marked dead, and pages are
+// never reused under a live slice), so a failure changes nothing.
+func (j *shardJob) zCut(t *shard.Table, e shard.Entry, from, to, count int, big bool) error {
+	if count == 0 {
+		t.Delete(e)
+		return nil
+	}
+	old := e.Payload
+	ne, err := t.Resize(e, len(old)-(to-from))
+	if err != nil {
+		return err
+	}
+	copy(ne.Payload[from:], old[to:])
+	zPutHeader(ne.Payload, count, big)
+	return nil
+}
+
+// zIndex is random access to a sorted set's entries: their offsets, kept
+// in the job's scratch buffer (4 bytes each, then len(p)).
+type zIndex struct {
+	p    []byte
+	offs []byte
+	n    int
+}
+
+// zIndexOf indexes p's entries into j.scratch.
+func (j *shardJob) zIndexOf(p []byte) zIndex {
+	n, _ := zHeader(p)
+	buf := j.scratch[:0]
+	off := collHeader
+	for range n {
+		buf = binary.LittleEndian.AppendUint32(buf, uint32(off))
+		off = zNext(p, off)
+	}
+	buf = binary.LittleEndian.AppendUint32(buf, uint32(off))
+	j.scratch = buf
+	return zIndex{p: p, offs: buf, n: n}
+}
+
+func (x zIndex) off(i int) int { return int(binary.LittleEndian.Uint32(x.offs[4*i:])) }
+
+func (x zIndex) score(i int) float64 { return zScoreAt(x.p, x.off(i)) }
+
+func (x zIndex) member(i int) []byte {
+	_, m, _ := zEntryAt(x.p, x.off(i))
+	return m
+}
+
+// zWord reports whether arg is the option word w (lower case) in any
+// case. Redis compares options with strcasecmp, which stops at a NUL.
+func zWord(arg []byte, w string) bool {
+	if i := bytes.IndexByte(arg, 0); i >= 0 {
+		arg = arg[:i]
+	}
+	if len(arg) != len(w) {
+		return false
+	}
+	for i := 0; i < len(arg); i++ {
+		c := arg[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != w[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func zsetLookup(t *shard.Table, c *Command, now int64) (shard.Entry, bool, error) {
+	return collection(t, c, now, shard.KindZSet)
+}
