@@ -28,7 +28,8 @@ import (
 // Hot paths work on the record in place: ZCARD reads the count; removing
 // a range (ZREMRANGEBYSCORE of the oldest entries of a sliding log) and
 // adding one member (at the end, for the newest) cost one walk and one
-// copy of the record, with no per-member decoding and no allocation.
+// move of the bytes after the edit, inside the record (it keeps some
+// slack, see zHeader), with no per-member decoding and no allocation.
 
 // Op numbers: fixed forever (journals and Raft logs hold them).
 const (
@@ -115,32 +116,54 @@ var (
 const (
 	zMaxListpackEntries = 128
 	zMaxListpackValue   = 64
-	// zBig, in the count, marks a sorted set Redis would hold as a skiplist.
-	zBig = 1 << 31
+)
+
+// The count word of a sorted set: the member count in its low 20 bits (a
+// record of at most 1 MiB holds fewer than 2^17 entries), then the bytes
+// of slack after the last entry (up to 2047: room kept so that a sliding
+// log, one entry out and one in, edits its record in place instead of
+// moving it), then in the top bit the mark of a sorted set Redis would
+// hold as a skiplist.
+const (
+	zCountMask  = 1<<20 - 1
+	zSlackShift = 20
+	zSlackMax   = 1<<11 - 1
+	zBig        = 1 << 31
 )
 
 // zHeader is a sorted set payload's member count and big mark.
 func zHeader(p []byte) (count int, big bool) {
 	h := binary.LittleEndian.Uint32(p)
-	return int(h &^ zBig), h&zBig != 0
+	return int(h & zCountMask), h&zBig != 0
 }
 
-func zPutHeader(p []byte, count int, big bool) {
-	h := uint32(count)
+// zData is the payload without its slack: the count word and the entries.
+func zData(p []byte) []byte {
+	slack := int(binary.LittleEndian.Uint32(p)>>zSlackShift) & zSlackMax
+	return p[:len(p)-slack]
+}
+
+func zPutHeader(p []byte, count int, big bool, slack int) {
+	h := uint32(count) | uint32(slack)<<zSlackShift
 	if big {
 		h |= zBig
 	}
 	binary.LittleEndian.PutUint32(p, h)
 }
 
-// zStoreCount is what storeCollection is given as the count: the mark
-// travels in its top bit, and an empty set is deleted.
+// zStoreCount is what storeCollection is given as the count of a payload
+// built in the job's scratch buffer (no slack): the mark travels in its
+// top bit, and an empty set is deleted.
 func zStoreCount(count int, big bool) int {
 	if count > 0 && big {
 		return count | zBig
 	}
 	return count
 }
+
+// zHeadroom is the slack a record that has to grow gets: an eighth of
+// its data, so that growing costs amortized O(1) moves of the record.
+func zHeadroom(data int) int { return min(zSlackMax, data/8) }
 
 // zNorm is the score as Redis stores it: a listpack holds an integral
 // score as an integer, which turns -0 into 0; a skiplist keeps the double.
@@ -195,10 +218,10 @@ func zAfter(s float64, m []byte, score float64, member []byte) bool {
 // zFind finds member: its entry's offsets and score; off < 0 when absent.
 func zFind(p []byte, member []byte) (off, end int, score float64) {
 	for off = collHeader; off < len(p); off = end {
-		var m []byte
-		score, m, end = zEntryAt(p, off)
-		if len(m) == len(member) && bytes.Equal(m, member) {
-			return off, end, score
+		var ms int
+		ms, end = zMemberAt(p, off)
+		if zSame(p[ms:end], member) {
+			return off, end, zScoreAt(p, off)
 		}
 	}
 	return -1, -1, 0
@@ -218,26 +241,55 @@ func zInsertPos(p []byte, score float64, member []byte, skip int) int {
 }
 
 // zLocate walks p once for ZADD: member's entry (off < 0 when absent) and
-// where (score, member) goes among the other entries.
+// where (score, member) goes among the other entries. It is the walk
+// every new member pays (a sliding log's, at the end), so it decodes no
+// more than it compares.
 func zLocate(p []byte, member []byte, score float64) (off, end int, cur float64, ins int) {
 	off, end, ins = -1, -1, -1
 	for o := collHeader; o < len(p); {
-		s, m, e := zEntryAt(p, o)
-		switch {
-		case off < 0 && len(m) == len(member) && bytes.Equal(m, member):
-			off, end, cur = o, e, s
-		case ins < 0 && zAfter(s, m, score, member):
-			ins = o
-			if off >= 0 {
-				return off, end, cur, ins
+		ms, me := o+9, o+9+int(p[o+8])
+		if p[o+8] >= 0x80 {
+			ms, me = zLongMemberAt(p, o)
+		}
+		m := p[ms:me]
+		if off < 0 && zSame(m, member) {
+			off, end, cur = o, me, zScoreAt(p, o)
+			if ins >= 0 {
+				break
+			}
+		} else if ins < 0 {
+			if s := zScoreAt(p, o); s > score || (s == score && bytes.Compare(m, member) > 0) {
+				ins = o
+				if off >= 0 {
+					break
+				}
 			}
 		}
-		o = e
+		o = me
 	}
 	if ins < 0 {
 		ins = len(p)
 	}
 	return off, end, cur, ins
+}
+
+// zMemberAt is where the member of the entry at off starts and ends.
+func zMemberAt(p []byte, off int) (start, end int) {
+	if n := int(p[off+8]); n < 0x80 {
+		return off + 9, off + 9 + n
+	}
+	return zLongMemberAt(p, off)
+}
+
+func zLongMemberAt(p []byte, off int) (start, end int) {
+	n, w := binary.Uvarint(p[off+8:])
+	return off + 8 + w, off + 8 + w + int(n)
+}
+
+// zSame reports whether two members are equal, looking at the last byte
+// first (members of a log often share a long prefix, a timestamp).
+func zSame(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || a[len(a)-1] == b[len(b)-1]) && bytes.Equal(a, b)
 }
 
 // zMove rewrites, in place, the entry at [off, end) as (score, member) at
@@ -258,8 +310,10 @@ func zMove(p []byte, off, end, ins int, score float64, member []byte) {
 	zPutEntry(p[ins:], score, member)
 }
 
-// zInsert adds (score, member) at payload offset ins of the key's sorted
-// set (creating the key when ok is false), which then holds count members.
+// zInsert adds (score, member) at offset ins of the key's sorted set
+// (creating the key when ok is false), which then holds count members:
+// into the record's slack when there is room, else into a record grown
+// with some headroom.
 func (j *shardJob) zInsert(t *shard.Table, c *Command, e shard.Entry, ok bool, ins int, score float64, member []byte, count int, big bool) error {
 	size := zEntrySize(member)
 	if !ok {
@@ -267,47 +321,60 @@ func (j *shardJob) zInsert(t *shard.Table, c *Command, e shard.Entry, ok bool, i
 		if err != nil {
 			return err
 		}
-		zPutHeader(ne.Payload, count, big)
+		zPutHeader(ne.Payload, count, big, 0)
 		zPutEntry(ne.Payload[collHeader:], score, member)
 		return nil
 	}
-	if err := j.growable(); err != nil {
-		return err
+	p := e.Payload
+	end := len(zData(p))
+	if len(p)-end < size {
+		if err := j.growable(); err != nil {
+			return err
+		}
+		ne, err := t.Resize(e, end+size+zHeadroom(end+size))
+		if err != nil {
+			return err
+		}
+		p = ne.Payload
 	}
-	n := len(e.Payload)
-	ne, err := t.Resize(e, n+size)
-	if err != nil {
-		return err
-	}
-	p := ne.Payload
-	copy(p[ins+size:], p[ins:n])
+	copy(p[ins+size:end+size], p[ins:end])
 	zPutEntry(p[ins:], score, member)
-	zPutHeader(p, count, big)
+	zPutHeader(p, count, big, len(p)-end-size)
 	return nil
 }
 
-// zCut removes the entries at payload offsets [from, to), leaving count
-// members (deleting the key at 0). The record shrinks first, keeping its
-// head; the tail is then copied from the old record, whose bytes Resize
-// leaves as they were (freed records are only marked dead, and pages are
-// never reused under a live slice), so a failure changes nothing.
+// zCut removes the entries at offsets [from, to), leaving count members
+// (deleting the key at 0): in place, the bytes freed becoming slack,
+// unless that leaves too much of it, when the record shrinks.
 func (j *shardJob) zCut(t *shard.Table, e shard.Entry, from, to, count int, big bool) error {
 	if count == 0 {
 		t.Delete(e)
 		return nil
 	}
-	old := e.Payload
-	ne, err := t.Resize(e, len(old)-(to-from))
+	p := e.Payload
+	end := len(zData(p))
+	newEnd := end - (to - from)
+	if slack := len(p) - newEnd; slack <= zSlackMax && slack <= newEnd/4+64 {
+		copy(p[from:], p[to:end])
+		zPutHeader(p, count, big, slack)
+		return nil
+	}
+	// The tail goes through the scratch buffer: Resize keeps only the
+	// record's head, and a failure must leave the set as it was.
+	j.scratch = append(j.scratch[:0], p[to:end]...)
+	keep := zHeadroom(newEnd)
+	ne, err := t.Resize(e, newEnd+keep)
 	if err != nil {
 		return err
 	}
-	copy(ne.Payload[from:], old[to:])
-	zPutHeader(ne.Payload, count, big)
+	copy(ne.Payload[from:], j.scratch)
+	zPutHeader(ne.Payload, count, big, keep)
 	return nil
 }
 
-// zIndex is random access to a sorted set's entries: their offsets, kept
-// in the job's scratch buffer (4 bytes each, then len(p)).
+// zIndex is random access to a sorted set's entries (p is the data,
+// without slack): their offsets, kept in the job's scratch buffer (4
+// bytes each, then len(p)).
 type zIndex struct {
 	p    []byte
 	offs []byte

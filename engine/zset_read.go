@@ -36,7 +36,7 @@ func (j *shardJob) zscore(t *shard.Table, c *Command, now int64) Reply {
 	if !ok {
 		return nilReply()
 	}
-	off, _, score := zFind(e.Payload, c.Args[0])
+	off, _, score := zFind(zData(e.Payload), c.Args[0])
 	if off < 0 {
 		return nilReply()
 	}
@@ -52,7 +52,7 @@ func (j *shardJob) zmscore(t *shard.Table, c *Command, now int64) Reply {
 	for i, m := range c.Args {
 		items[i] = nilReply()
 		if ok {
-			if off, _, score := zFind(e.Payload, m); off >= 0 {
+			if off, _, score := zFind(zData(e.Payload), m); off >= 0 {
 				items[i] = doubleReply(score)
 			}
 		}
@@ -76,7 +76,7 @@ func (j *shardJob) zrankGeneric(t *shard.Table, c *Command, now int64, rev bool)
 	if !ok {
 		return nilReply()
 	}
-	p := e.Payload
+	p := zData(e.Payload)
 	n, _ := zHeader(p)
 	member := c.Args[0]
 	rank := 0
@@ -105,7 +105,7 @@ func (j *shardJob) zcount(t *shard.Table, c *Command, now int64) Reply {
 	if !ok {
 		return intReply(0)
 	}
-	p := e.Payload
+	p := zData(e.Payload)
 	off := collHeader
 	for off < len(p) && !r.gteMin(zScoreAt(p, off)) {
 		off = zNext(p, off)
@@ -130,7 +130,7 @@ func (j *shardJob) zlexcount(t *shard.Table, c *Command, now int64) Reply {
 	if !ok {
 		return intReply(0)
 	}
-	x := j.zIndexOf(e.Payload)
+	x := j.zIndexOf(zData(e.Payload))
 	first := x.firstInLex(&r)
 	if first < 0 {
 		return intReply(0)
@@ -278,7 +278,7 @@ func (j *shardJob) zrange(t *shard.Table, c *Command, now int64, by, dir uint8) 
 	if !ok {
 		return emptyArray()
 	}
-	x := j.zIndexOf(e.Payload)
+	x := j.zIndexOf(zData(e.Payload))
 	// lo..hi (inclusive) are the indexes to answer, in order, or reversed.
 	lo, hi := 0, -1
 	switch by {
@@ -418,7 +418,7 @@ func (j *shardJob) zscan(t *shard.Table, c *Command, now int64) Reply {
 			return errReply(ErrSyntax)
 		}
 	}
-	p := e.Payload
+	p := zData(e.Payload)
 	n, big := zHeader(p)
 	items := make([]Reply, 0, 2*n)
 	var num [32]byte

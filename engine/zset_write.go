@@ -140,7 +140,7 @@ func (j *shardJob) zaddOne(t *shard.Table, c *Command, e shard.Entry, ok bool, o
 		}
 		return o.reply(1, 0, true, score)
 	}
-	p := e.Payload
+	p := zData(e.Payload)
 	count, big := zHeader(p)
 	off, end, cur, ins := zLocate(p, member, score)
 	ns, act, err := o.step(off >= 0, cur, score)
@@ -173,7 +173,7 @@ func (j *shardJob) zaddMany(t *shard.Table, c *Command, e shard.Entry, ok bool, 
 	var count int
 	var big bool
 	if ok {
-		j.scratch = append(j.scratch[:0], e.Payload...)
+		j.scratch = append(j.scratch[:0], zData(e.Payload)...)
 		count, big = zHeader(j.scratch)
 	} else {
 		j.beginCollection()
@@ -208,7 +208,7 @@ func (j *shardJob) zaddMany(t *shard.Table, c *Command, e shard.Entry, ok bool, 
 	if added+updated == 0 {
 		return o.reply(0, 0, false)
 	}
-	zPutHeader(j.scratch, count, big)
+	zPutHeader(j.scratch, count, big, 0)
 	if err := j.storeCollection(t, c, e, ok, shard.KindZSet, zStoreCount(count, big)); err != nil {
 		return errReply(err)
 	}
@@ -223,7 +223,7 @@ func (j *shardJob) zrem(t *shard.Table, c *Command, now int64) Reply {
 	if !ok {
 		return intReply(0)
 	}
-	p := e.Payload
+	p := zData(e.Payload)
 	count, big := zHeader(p)
 	if len(c.Args) == 1 {
 		off, end, _ := zFind(p, c.Args[0])
@@ -283,7 +283,7 @@ func (j *shardJob) zremrangebyscore(t *shard.Table, c *Command, now int64) Reply
 	if !ok {
 		return intReply(0)
 	}
-	p := e.Payload
+	p := zData(e.Payload)
 	count, big := zHeader(p)
 	from := collHeader
 	for from < len(p) && !r.gteMin(zScoreAt(p, from)) {
@@ -315,7 +315,7 @@ func (j *shardJob) zremrangebylex(t *shard.Table, c *Command, now int64) Reply {
 	if !ok {
 		return intReply(0)
 	}
-	x := j.zIndexOf(e.Payload)
+	x := j.zIndexOf(zData(e.Payload))
 	first := x.firstInLex(&r)
 	if first < 0 {
 		return intReply(0)
@@ -348,7 +348,7 @@ func (j *shardJob) zremrangebyrank(t *shard.Table, c *Command, now int64) Reply 
 	if !ok {
 		return intReply(0)
 	}
-	return j.zRemoveRanks(t, e, j.zIndexOf(e.Payload), lo, hi)
+	return j.zRemoveRanks(t, e, j.zIndexOf(zData(e.Payload)), lo, hi)
 }
 
 // zRemoveRanks removes the entries of ranks first to last (indexed in x).
@@ -418,7 +418,7 @@ func (j *shardJob) zpop(t *shard.Table, c *Command, now int64, max bool) Reply {
 	if count < 0 {
 		count, kind = 1, ReplyArray
 	}
-	x := j.zIndexOf(e.Payload)
+	x := j.zIndexOf(zData(e.Payload))
 	k := int(min(count, int64(x.n)))
 	items := make([]Reply, 0, 2*k)
 	from, to := x.off(0), x.off(k)

@@ -47,6 +47,31 @@ func (g *Gen) zBound() string {
 	return g.Int(-10, 10)
 }
 
+// zBounds is a score range's min and max, mostly in order.
+func (g *Gen) zBounds() (string, string) {
+	min, max := g.zBound(), g.zBound()
+	if !g.Chance(4) {
+		a, b := g.R.IntN(25)-12, g.R.IntN(25)-12
+		if a > b {
+			a, b = b, a
+		}
+		min, max = strconv.Itoa(a), strconv.Itoa(b)
+		if g.Chance(3) {
+			min = "(" + min
+		}
+		if g.Chance(3) {
+			max = "(" + max
+		}
+		if g.Chance(5) {
+			min = g.Pick("-inf", "(-inf")
+		}
+		if g.Chance(5) {
+			max = g.Pick("+inf", "inf")
+		}
+	}
+	return min, max
+}
+
 // zLexBound is a lex range bound.
 func (g *Gen) zLexBound() string {
 	switch g.R.IntN(8) {
@@ -55,9 +80,9 @@ func (g *Gen) zLexBound() string {
 	case 1:
 		return g.Pick("m1", "", "+x", "-a", "[", "(", "-\x00", "a")
 	case 2:
-		return "(" + g.Member()
+		return "(" + g.zMember()
 	}
-	return "[" + g.Member()
+	return "[" + g.zMember()
 }
 
 // zLexPair is a lex range's min and max; on a shared key min is '-'.
@@ -91,10 +116,18 @@ func (g *Gen) zRank() string {
 	return g.Int(-12, 12)
 }
 
+// zMember is a member, more often one of a few, so that reads find them.
+func (g *Gen) zMember() string {
+	if g.Chance(3) {
+		return "m" + strconv.Itoa(g.R.IntN(5))
+	}
+	return g.Member()
+}
+
 func (g *Gen) zMembers(n int) []string {
 	var out []string
 	for range n {
-		out = append(out, g.Member())
+		out = append(out, g.zMember())
 	}
 	return out
 }
@@ -122,20 +155,29 @@ func zsetGens(g *Gen) []func() [][]string {
 				n = 1
 			}
 			for range n {
-				args = append(args, g.zScore(), g.Member())
+				args = append(args, g.zScore(), g.zMember())
 			}
 			if g.Chance(15) {
 				args = append(args, g.zScore())
 			}
 			return args
 		}),
-		one(func() []string { return []string{"ZADD", g.Key(), g.zScore(), g.Member()} }),
+		one(func() []string { return []string{"ZADD", g.Key(), g.zScore(), g.zMember()} }),
+		one(func() []string { return []string{"ZADD", g.Key(), g.Int(-12, 12), g.zMember(), g.Int(-12, 12), g.zMember()} }),
+		one(func() []string { return []string{"ZADD", g.Key(), g.Float(), g.zMember()} }),
 		one(func() []string {
-			return append([]string{"ZADD", g.Key(), g.Pick("NX", "XX", "GT", "LT", "CH")}, g.Pick("1", "INCR", "NX", "x"), g.Member())
+			return append([]string{"ZADD", g.Key(), g.Pick("NX", "XX", "GT", "LT", "CH")}, g.Pick("1", "INCR", "NX", "x"), g.zMember())
 		}),
-		// A big set: past 128 members Redis holds it as a skiplist.
+		// Several members; now and then a big set, which past 128 members
+		// Redis holds as a skiplist.
 		one(func() []string {
 			args := []string{"ZADD", g.Key()}
+			if !g.Chance(4) {
+				for range 4 + g.R.IntN(7) {
+					args = append(args, g.Int(-12, 12), g.zMember())
+				}
+				return args
+			}
 			same := g.Chance(3)
 			for i := range 150 + g.R.IntN(151) {
 				score := strconv.Itoa(g.R.IntN(1000) - 500)
@@ -151,11 +193,11 @@ func zsetGens(g *Gen) []func() [][]string {
 			if g.Chance(6) {
 				inc = g.Pick("NX", "incr", "ch")
 			}
-			return []string{"ZINCRBY", g.Key(), inc, g.Member()}
+			return []string{"ZINCRBY", g.Key(), inc, g.zMember()}
 		}),
 		// NaN: an infinity plus its opposite.
 		func() [][]string {
-			k, m := g.Key(), g.Member()
+			k, m := g.Key(), g.zMember()
 			return [][]string{
 				{"ZADD", k, g.Pick("inf", "-inf"), m},
 				{g.Pick("ZINCRBY", "ZADD"), k, g.Pick("inf", "-inf", "1"), m},
@@ -164,10 +206,13 @@ func zsetGens(g *Gen) []func() [][]string {
 		},
 		one(func() []string { return append([]string{"ZREM", g.Key()}, g.zMembers(1+g.R.IntN(3))...) }),
 		one(func() []string { return []string{"ZCARD", g.Key()} }),
-		one(func() []string { return []string{"ZSCORE", g.Key(), g.Member()} }),
+		one(func() []string { return []string{"ZSCORE", g.Key(), g.zMember()} }),
 		one(func() []string { return append([]string{"ZMSCORE", g.Key()}, g.zMembers(1+g.R.IntN(3))...) }),
-		one(func() []string { return []string{g.Pick("ZRANK", "ZREVRANK"), g.Key(), g.Member()} }),
-		one(func() []string { return []string{"ZCOUNT", g.Key(), g.zBound(), g.zBound()} }),
+		one(func() []string { return []string{g.Pick("ZRANK", "ZREVRANK"), g.Key(), g.zMember()} }),
+		one(func() []string {
+			min, max := g.zBounds()
+			return []string{"ZCOUNT", g.Key(), min, max}
+		}),
 		one(func() []string {
 			if g.Chance(2) {
 				k := g.zlexKey()
@@ -190,7 +235,10 @@ func zsetGens(g *Gen) []func() [][]string {
 				first, second = g.zRank(), g.zRank()
 			case 2:
 				opts = append(opts, []string{g.zWord("byscore")})
-				first, second = g.zBound(), g.zBound()
+				first, second = g.zBounds()
+				if rev {
+					first, second = second, first
+				}
 			default:
 				opts = append(opts, []string{g.zWord("bylex")})
 				first, second = g.zLexBound(), g.zLexBound()
@@ -222,7 +270,12 @@ func zsetGens(g *Gen) []func() [][]string {
 			return args
 		}),
 		one(func() []string {
-			args := []string{g.Pick("ZRANGEBYSCORE", "ZREVRANGEBYSCORE"), g.Key(), g.zBound(), g.zBound()}
+			name := g.Pick("ZRANGEBYSCORE", "ZREVRANGEBYSCORE")
+			min, max := g.zBounds()
+			if name == "ZREVRANGEBYSCORE" {
+				min, max = max, min
+			}
+			args := []string{name, g.Key(), min, max}
 			if g.Chance(2) {
 				args = append(args, g.zWord("withscores"))
 			}
@@ -285,7 +338,7 @@ func zsetGens(g *Gen) []func() [][]string {
 				n = 150 + g.R.IntN(100)
 			}
 			for range n {
-				m := g.Member()
+				m := g.zMember()
 				if n > 10 {
 					m = "lx" + strconv.Itoa(g.R.IntN(1000))
 				}
@@ -309,7 +362,10 @@ func zsetGens(g *Gen) []func() [][]string {
 			}
 			return []string{"ZCARD", g.zlexKey()}
 		}),
-		one(func() []string { return []string{"ZREMRANGEBYSCORE", g.Key(), g.zBound(), g.zBound()} }),
+		one(func() []string {
+			min, max := g.zBounds()
+			return []string{"ZREMRANGEBYSCORE", g.Key(), min, max}
+		}),
 		one(func() []string { return []string{"ZREMRANGEBYRANK", g.Key(), g.zRank(), g.zRank()} }),
 		one(func() []string {
 			args := []string{g.Pick("ZPOPMIN", "ZPOPMAX"), g.Key()}
@@ -354,7 +410,7 @@ func zsetGens(g *Gen) []func() [][]string {
 		}),
 		// Other kinds on the shared keys, so that WRONGTYPE comes up.
 		one(func() []string {
-			if g.Chance(2) {
+			if g.Chance(4) {
 				return []string{"SET", g.Key(), g.Value()}
 			}
 			return []string{"DEL", g.Key()}
@@ -365,7 +421,10 @@ func zsetGens(g *Gen) []func() [][]string {
 		// The sliding log: drop what left the window, count, log this
 		// request, keep the key alive.
 		func() [][]string {
-			k := g.Key()
+			k := g.Pick("zlog{1}", "zlog{2}")
+			if g.Chance(8) {
+				k = g.Key()
+			}
 			clock += int64(1 + g.R.IntN(400))
 			now := strconv.FormatInt(clock, 10)
 			cutoff := strconv.FormatInt(clock-1000, 10)
