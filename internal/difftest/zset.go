@@ -163,7 +163,9 @@ func zsetGens(g *Gen) []func() [][]string {
 			return args
 		}),
 		one(func() []string { return []string{"ZADD", g.Key(), g.zScore(), g.zMember()} }),
-		one(func() []string { return []string{"ZADD", g.Key(), g.Int(-12, 12), g.zMember(), g.Int(-12, 12), g.zMember()} }),
+		one(func() []string {
+			return []string{"ZADD", g.Key(), g.Int(-12, 12), g.zMember(), g.Int(-12, 12), g.zMember()}
+		}),
 		one(func() []string { return []string{"ZADD", g.Key(), g.Float(), g.zMember()} }),
 		one(func() []string {
 			return append([]string{"ZADD", g.Key(), g.Pick("NX", "XX", "GT", "LT", "CH")}, g.Pick("1", "INCR", "NX", "x"), g.zMember())
