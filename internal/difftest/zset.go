@@ -19,9 +19,13 @@ func init() {
 // Arbitrary lex ranges therefore go to keys of their own whose members
 // all have score 0 (where every walk agrees); the shared keys get only
 // the ranges every walk answers alike ('-' as the start, '+' as the end).
-var zlexKeys = []string{"zlex{1}", "zlex{2}"}
+// One more key, zmix{1}, holds short members of mixed scores, never more
+// than 40 of them: Redis keeps it a listpack, whose walk is deterministic.
+var zlexKeys = []string{"zlex{1}", "zlex{2}", "zmix{1}"}
 
 func (g *Gen) zlexKey() string { return g.Pick(zlexKeys...) }
+
+func isZLexKey(k string) bool { return k == zlexKeys[0] || k == zlexKeys[1] || k == zlexKeys[2] }
 
 // zScore is a score or increment: the shared pool, and now and then the
 // corners of Redis's parsing and formatting.
@@ -81,6 +85,8 @@ func (g *Gen) zLexBound() string {
 		return g.Pick("m1", "", "+x", "-a", "[", "(", "-\x00", "a")
 	case 2:
 		return "(" + g.zMember()
+	case 3:
+		return g.Pick("[", "(") + "x" + strconv.Itoa(g.R.IntN(45))
 	}
 	return "[" + g.zMember()
 }
@@ -185,6 +191,9 @@ func zsetGens(g *Gen) []func() [][]string {
 				score := strconv.Itoa(g.R.IntN(1000) - 500)
 				if same {
 					score = "0"
+				}
+				if g.Chance(40) {
+					score = "-0"
 				}
 				args = append(args, score, "big"+strconv.Itoa(i))
 			}
@@ -315,7 +324,7 @@ func zsetGens(g *Gen) []func() [][]string {
 				min, max = "-", g.zLexBound()
 			}
 			if rev {
-				if k != zlexKeys[0] && k != zlexKeys[1] {
+				if !isZLexKey(k) {
 					min, max = g.zLexBound(), "+"
 				}
 				min, max = max, min
@@ -329,9 +338,16 @@ func zsetGens(g *Gen) []func() [][]string {
 			}
 			return args
 		}),
+		one(func() []string {
+			args := []string{"ZADD", "zmix{1}"}
+			for range 1 + g.R.IntN(3) {
+				args = append(args, g.Int(-3, 3), "x"+strconv.Itoa(g.R.IntN(40)))
+			}
+			return args
+		}),
 		// The lex keys: members all of score 0, sometimes many.
 		one(func() []string {
-			args := []string{"ZADD", g.zlexKey()}
+			args := []string{"ZADD", g.Pick(zlexKeys[:2]...)}
 			if g.Chance(4) {
 				args = append(args, g.Pick("NX", "XX", "CH"))
 			}
@@ -348,7 +364,9 @@ func zsetGens(g *Gen) []func() [][]string {
 			}
 			return args
 		}),
-		one(func() []string { return append([]string{"ZREM", g.zlexKey()}, g.zMembers(1+g.R.IntN(2))...) }),
+		one(func() []string {
+			return append([]string{"ZREM", g.Pick(zlexKeys[:2]...)}, g.zMembers(1+g.R.IntN(2))...)
+		}),
 		one(func() []string {
 			k := g.zlexKey()
 			min, max := g.zLexPair(false)
@@ -420,6 +438,39 @@ func zsetGens(g *Gen) []func() [][]string {
 		one(func() []string { return []string{"EXPIRE", g.Key(), strconv.Itoa(1000 + g.R.IntN(1000))} }),
 		func() [][]string { return [][]string{{"PEXPIRE", g.Key(), "1"}, {Sleep, "3"}} },
 		one(func() []string { return []string{"TYPE", g.Key()} }),
+		// A set that grows past 128 members (or meets a long one), when
+		// Redis converts it to a skiplist: -0 is then kept, and ZSCAN
+		// prints integral scores as %.17g does.
+		one(func() []string {
+			args := []string{"ZADD", "zenc{1}"}
+			n := 3
+			if g.Chance(6) {
+				n = 40 + g.R.IntN(120)
+			}
+			for range n {
+				args = append(args, g.Pick("-0", "0", "1e17", "123456789012345678", "-4611686018427387904", "1.5", g.Int(-5, 5)),
+					"e"+strconv.Itoa(g.R.IntN(200)))
+			}
+			return args
+		}),
+		func() [][]string {
+			m := "e" + strconv.Itoa(g.R.IntN(200))
+			return [][]string{
+				{"ZSCAN", "zenc{1}", "0", "MATCH", g.Pick("*", "e1*", "*0")},
+				{"ZSCORE", "zenc{1}", m},
+				{g.Pick("ZINCRBY", "ZADD"), "zenc{1}", g.Pick("-0", "0", "1"), m},
+				{"ZRANGEBYSCORE", "zenc{1}", "-1", "1", "WITHSCORES"},
+			}
+		},
+		one(func() []string {
+			switch g.R.IntN(8) {
+			case 0:
+				return []string{"DEL", "zenc{1}"}
+			case 1:
+				return []string{"ZADD", "zenc{1}", "-0", strings.Repeat("L", 65+g.R.IntN(3))}
+			}
+			return []string{"ZREMRANGEBYRANK", "zenc{1}", "0", g.Int(0, 5)}
+		}),
 		// The sliding log: drop what left the window, count, log this
 		// request, keep the key alive.
 		func() [][]string {
