@@ -13,17 +13,21 @@ import (
 // ZMSCORE, ZRANK, ZREVRANK, the ZRANGE family, the ZREMRANGE family,
 // ZPOPMIN, ZPOPMAX and ZSCAN, with Redis 7.0's semantics.
 //
-// A sorted set is an inline collection (see collection.go): the count,
+// A sorted set is an inline collection (see collection.go): a count word,
 // then (score f64 LE | uvarint length | member) entries ordered by score,
 // then by member bytes, which is Redis's order (-0 and 0 are equal scores,
-// ties go by member). Redis keeps a small sorted set in a listpack and a
-// big one in a skiplist, and two things a client can see depend on which:
-// a listpack stores an integral score as an integer, so -0 comes back as
-// 0, and ZSCAN prints the scores of a listpack as the listpack holds them
+// ties go by member), then possibly some slack: unused bytes the count
+// word accounts for (see zHeader), so collCount and iterZSet do not apply.
+//
+// Redis keeps a small sorted set in a listpack and a big one in a
+// skiplist, and two things a client can see depend on which: a listpack
+// stores an integral score as an integer, so -0 comes back as 0, and
+// ZSCAN prints the scores of a listpack as the listpack holds them
 // (integers in full) but those of a skiplist with %.17g. The top bit of
-// the count records what Redis would hold, as Redis decides it (more than
-// 128 members, or a member longer than 64 bytes, converts; nothing
-// converts back while the key lives), so both come out as Redis's.
+// the count word records what Redis would hold, decided as Redis decides
+// it (more than 128 members, or a member longer than 64 bytes, converts;
+// nothing converts back while the key lives), so both come out as
+// Redis's.
 //
 // Hot paths work on the record in place: ZCARD reads the count; removing
 // a range (ZREMRANGEBYSCORE of the oldest entries of a sliding log) and
@@ -98,17 +102,16 @@ func poppedSome(_ *Command, r *Reply) bool {
 
 // Errors of the sorted-set commands, in Redis's words.
 var (
-	errZNaN            = errors.New("resulting score is not a number (NaN)")
-	errZXXNX           = errors.New("XX and NX options at the same time are not compatible")
-	errZGTLTNX         = errors.New("GT, LT, and/or NX options at the same time are not compatible")
-	errZIncrPair       = errors.New("INCR option supports a single increment-element pair")
-	errZMinMaxFloat    = errors.New("min or max is not a float")
-	errZMinMaxLex      = errors.New("min or max not valid string range item")
-	errZLimitByRank    = errors.New("syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX")
-	errZWithScoresLex  = errors.New("syntax error, WITHSCORES not supported in combination with BYLEX")
-	errZNotPositive    = errors.New("value is out of range, must be positive")
-	errZInvalidCursor  = errors.New("invalid cursor")
-	errZWrongArgsCount = errors.New("wrong number of arguments")
+	errZNaN           = errors.New("resulting score is not a number (NaN)")
+	errZXXNX          = errors.New("XX and NX options at the same time are not compatible")
+	errZGTLTNX        = errors.New("GT, LT, and/or NX options at the same time are not compatible")
+	errZIncrPair      = errors.New("INCR option supports a single increment-element pair")
+	errZMinMaxFloat   = errors.New("min or max is not a float")
+	errZMinMaxLex     = errors.New("min or max not valid string range item")
+	errZLimitByRank   = errors.New("syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX")
+	errZWithScoresLex = errors.New("syntax error, WITHSCORES not supported in combination with BYLEX")
+	errZNotPositive   = errors.New("value is out of range, must be positive")
+	errZInvalidCursor = errors.New("invalid cursor")
 )
 
 // Redis's listpack limits (zset-max-listpack-entries, -value at their

@@ -15,7 +15,6 @@ func zsetCommands() []*command {
 		cats = catSortedSet
 	)
 	score := func(name string) argSpec { return argSpec{name: name, typ: "double"} }
-	rangeArgs := []argSpec{key("key"), str("min"), str("max")}
 	withLimit := func(a ...argSpec) []argSpec {
 		return append(append([]argSpec{}, a...), token("WITHSCORES"), opt(integer("LIMIT offset count")))
 	}
@@ -46,9 +45,9 @@ func zsetCommands() []*command {
 		row("zrange", -4, ro, permRead, "1.2.0", "Return a range of members in a sorted set", engine.OpZRange,
 			key("key"), str("start"), str("stop"), token("BYSCORE"), token("BYLEX"), token("REV"), opt(integer("LIMIT offset count")), token("WITHSCORES")),
 		row("zrangebyscore", -4, ro, permRead, "1.0.5", "Return a range of members in a sorted set, by score", engine.OpZRangeByScore,
-			withLimit(rangeArgs...)...),
+			withLimit(key("key"), score("min"), score("max"))...),
 		row("zrevrangebyscore", -4, ro, permRead, "2.2.0", "Return a range of members in a sorted set, by score, with scores ordered from high to low", engine.OpZRevRangeByScore,
-			withLimit(key("key"), str("max"), str("min"))...),
+			withLimit(key("key"), score("max"), score("min"))...),
 		row("zrevrange", -4, ro, permRead, "1.2.0", "Return a range of members in a sorted set, by index, with scores ordered from high to low", engine.OpZRevRange,
 			key("key"), integer("start"), integer("stop"), token("WITHSCORES")),
 		row("zrangebylex", -4, ro, permRead, "2.8.9", "Return a range of members in a sorted set, by lexicographical range", engine.OpZRangeByLex,
