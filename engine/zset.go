@@ -165,7 +165,8 @@ func zStoreCount(count int, big bool) int {
 }
 
 // zHeadroom is the slack a record that has to grow gets: an eighth of
-// its data, so that growing costs amortized O(1) moves of the record.
+// its data (at most zSlackMax), so that a growing set moves its record
+// once per eighth of growth rather than at every member.
 func zHeadroom(data int) int { return min(zSlackMax, data/8) }
 
 // zNorm is the score as Redis stores it: a listpack holds an integral
@@ -335,6 +336,10 @@ func (j *shardJob) zInsert(t *shard.Table, c *Command, e shard.Entry, ok bool, i
 			return err
 		}
 		ne, err := t.Resize(e, end+size+zHeadroom(end+size))
+		if errors.Is(err, shard.ErrTooLarge) {
+			// The headroom must not be what makes a record too large.
+			ne, err = t.Resize(e, end+size)
+		}
 		if err != nil {
 			return err
 		}

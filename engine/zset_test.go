@@ -355,3 +355,28 @@ func BenchmarkZLocateAppend(b *testing.B) {
 		zLocate(p, m, 1_800_000_000_000)
 	}
 }
+
+// TestZSetNearMaxRecord: the headroom a growing record gets never makes
+// it too large while its members still fit.
+func TestZSetNearMaxRecord(t *testing.T) {
+	e := New(Config{Shards: 1})
+	defer e.Close()
+	var b Batch
+	// Record: kind, expiry, key "k" and the payload's length (14 bytes),
+	// then the payload: 16 entries of 11+L bytes after the count word,
+	// leaving 1000 bytes, less than the headroom the last would get.
+	const payload = 1<<20 - 14 - 1000
+	l := (payload-4)/16 - 11
+	for i := range 16 {
+		m := strings.Repeat("x", l-2) + strconv.Itoa(10+i)
+		if r := zrun(t, e, &b, OpZAdd, "k", strconv.Itoa(i), m); r.Kind == ReplyError {
+			t.Fatalf("ZADD %d: %v", i, r.Err)
+		}
+	}
+	if r := zrun(t, e, &b, OpZAdd, "k", "99", strings.Repeat("y", 2000)); r.Kind != ReplyError || !strings.Contains(r.Err.Error(), "too large") {
+		t.Fatalf("ZADD past 1 MiB: %s", zflat(r))
+	}
+	if got := zrun(t, e, &b, OpZCard, "k").Int; got != 16 {
+		t.Fatalf("ZCARD %d", got)
+	}
+}
