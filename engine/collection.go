@@ -20,7 +20,8 @@ import (
 //	      listpack order, so HGETALL agrees with Redis for small hashes)
 //	set:  member, ... in insertion order
 //	list: element, ... head first
-//	zset: (score f64 LE | member), ... by score, then member bytes
+//	zset: (score f64 LE | member), ... by score, then member bytes; its
+//	      count word also holds slack and an encoding mark (zset.go)
 //
 // where a string is uvarint length | bytes. An operation decodes what it
 // needs, writes the new contents into the job's scratch buffer and stores
@@ -73,27 +74,6 @@ func uvarintFast(b []byte) (int, int) {
 func appendStr(buf, s []byte) []byte {
 	buf = binary.AppendUvarint(buf, uint64(len(s)))
 	return append(buf, s...)
-}
-
-// zIter walks a sorted set payload's (score, member) entries.
-type zIter struct{ b []byte }
-
-func iterZSet(payload []byte) zIter { return zIter{b: payload[collHeader:]} }
-
-func (it *zIter) more() bool { return len(it.b) > 0 }
-
-func (it *zIter) next() (score float64, member []byte) {
-	score = math.Float64frombits(binary.LittleEndian.Uint64(it.b))
-	n, w := uvarintFast(it.b[8:])
-	member = it.b[8+w : 8+w+n : 8+w+n]
-	it.b = it.b[8+w+n:]
-	return score, member
-}
-
-// appendZEntry appends one encoded sorted-set entry.
-func appendZEntry(buf []byte, score float64, member []byte) []byte {
-	buf = binary.LittleEndian.AppendUint64(buf, math.Float64bits(score))
-	return appendStr(buf, member)
 }
 
 // beginCollection resets the job's scratch buffer to an empty collection

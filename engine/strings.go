@@ -455,14 +455,9 @@ func encodingName(e shard.Entry) string {
 		}
 		return "intset"
 	case shard.KindZSet:
-		if collCount(e.Payload) > 128 {
+		// The sorted set records which encoding Redis would hold.
+		if _, big := zHeader(e.Payload); big {
 			return "skiplist"
-		}
-		it := iterZSet(e.Payload)
-		for it.more() {
-			if _, m := it.next(); len(m) > 64 {
-				return "skiplist"
-			}
 		}
 		return "listpack"
 	}

@@ -4,7 +4,7 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/tidwall/match"
+	"github.com/sluicehq/sluice/engine/glob"
 
 	"github.com/sluicehq/sluice/shard"
 )
@@ -425,7 +425,7 @@ func (j *shardJob) zscan(t *shard.Table, c *Command, now int64) Reply {
 	for off := collHeader; off < len(p); {
 		score, m, end := zEntryAt(p, off)
 		off = end
-		if usePattern && !match.Match(string(m), pattern) {
+		if usePattern && !glob.Match(pattern, string(m)) {
 			continue
 		}
 		items = append(items, j.bulk(m), j.bulk(zScanScore(num[:0], score, big)))

@@ -481,12 +481,17 @@ func zsetGens(g *Gen) []func() [][]string {
 			clock += int64(1 + g.R.IntN(400))
 			now := strconv.FormatInt(clock, 10)
 			cutoff := strconv.FormatInt(clock-1000, 10)
-			return [][]string{
+			script := [][]string{
 				{"ZREMRANGEBYSCORE", k, "-inf", g.Pick(cutoff, "("+cutoff)},
 				{"ZCARD", k},
 				{"ZADD", k, now, now + "-" + strconv.Itoa(g.R.IntN(1000))},
 				{"EXPIRE", k, "1500"},
 			}
+			// As the recipes write it: inside MULTI, most of the time.
+			if !g.Chance(4) {
+				script = append(append([][]string{{"MULTI"}}, script...), []string{"EXEC"})
+			}
+			return script
 		},
 	}
 }
