@@ -214,6 +214,14 @@ func (e *Engine) Execute(b *Batch, now int64) {
 		case misconf != nil && spec.Writes:
 			b.Replies[i] = errReply(ErrMisconf)
 		case c.heldShards():
+			if s, ok := e.singleShard(c); ok {
+				j := &b.jobs[s]
+				if len(j.idx) == 0 {
+					b.used = append(b.used, s)
+				}
+				j.idx = append(j.idx, int32(i))
+				continue
+			}
 			// Consecutive multi-key commands share one hold of the
 			// shards they need: a pipeline of LIMIT.ALLs pays the
 			// hand-offs once, not once per command.
@@ -291,10 +299,22 @@ type shardJob struct {
 // Run applies the job's commands on the shard owner.
 func (j *shardJob) Run(t *shard.Table) {
 	b := j.b
-	for _, i := range j.idx {
-		b.Replies[i] = j.apply(t, &b.Cmds[i], b.now)
+	from := 0 // the commands not journaled yet start at j.idx[from]
+	for k, i := range j.idx {
+		c := &b.Cmds[i]
+		if !c.heldShards() {
+			b.Replies[i] = j.apply(t, c, b.now)
+			continue
+		}
+		// A held command on this shard alone: the commands before it
+		// are journaled first, so that records follow the shard's order.
+		if err := j.journal(b.Cmds, b.Replies, j.idx[from:k], b.now); err != nil {
+			j.e.log.Error("journal append failed; the applied commands may not survive a restart", "err", err)
+		}
+		b.Replies[i] = j.runHere(t, c)
+		from = k + 1
 	}
-	if err := j.journal(b.Cmds, b.Replies, j.idx, b.now); err != nil {
+	if err := j.journal(b.Cmds, b.Replies, j.idx[from:], b.now); err != nil {
 		j.e.log.Error("journal append failed; the applied commands may not survive a restart", "err", err)
 	}
 	st := &j.e.stats[j.shard]

@@ -214,10 +214,11 @@ func (e *Engine) Replay(rec []byte, covered func(shard int, seq uint64) bool) (n
 }
 
 // journal writes what a hold changed as one record: a plain record when
-// it all happened on one shard, a ManyShards record otherwise.
-func (x *heldRun) journal() error {
+// it all happened on one shard, a ManyShards record otherwise. It returns
+// the record's journal seq (0 when nothing changed).
+func (x *heldRun) journal() (uint64, error) {
 	if len(x.effects) == 0 {
-		return nil
+		return 0, nil
 	}
 	one := x.effects[0].shard
 	for _, ef := range x.effects {
@@ -226,8 +227,7 @@ func (x *heldRun) journal() error {
 			break
 		}
 	}
-	j := &shardJob{e: x.e, b: x.b}
-	w := &j.jw
+	var w journalWriter
 	if one >= 0 {
 		w.begin(one, x.e.journalSeq.Add(1), x.now)
 	} else {
@@ -240,9 +240,5 @@ func (x *heldRun) journal() error {
 		w.add(&x.effects[i].cmd)
 	}
 	x.effects = x.effects[:0]
-	err := j.appendRecord(w)
-	if x.b != nil {
-		x.b.durable = max(x.b.durable, j.durableSeq)
-	}
-	return err
+	return x.e.journal.Append(w.finish())
 }

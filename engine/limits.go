@@ -58,7 +58,7 @@ func (j *shardJob) info(t *shard.Table, c *Command, now int64) Reply {
 // limit that trips reports its own state, and the others report what they
 // would have been, with nothing consumed.
 func (x *heldRun) limitAll(c *Command) Reply {
-	e, now, h, jobs := x.e, x.now, x.h, x.jobs
+	e, now, tables, jobs := x.e, x.now, x.tables, x.jobs
 	for i := range c.Sub {
 		for k := 0; k < i; k++ {
 			if string(c.Sub[k].Key) == string(c.Sub[i].Key) {
@@ -73,7 +73,7 @@ func (x *heldRun) limitAll(c *Command) Reply {
 		j := jobs[s]
 		// The dry run decides without writing or counting.
 		j.dryRun = true
-		replies[i] = j.apply(h.tables[s], &c.Sub[i], now)
+		replies[i] = j.apply(tables[s], &c.Sub[i], now)
 		j.dryRun = false
 		if firstTrip < 0 && (replies[i].Kind == ReplyError || replies[i].Dec.Limited) {
 			firstTrip = i
@@ -92,7 +92,7 @@ func (x *heldRun) limitAll(c *Command) Reply {
 		s := e.shardOf(c.Sub[i].hash)
 		j := jobs[s]
 		j.committing = true
-		replies[i] = j.apply(h.tables[s], &c.Sub[i], now)
+		replies[i] = j.apply(tables[s], &c.Sub[i], now)
 		j.committing = false
 		x.changed(s, &c.Sub[i], &replies[i])
 	}

@@ -58,11 +58,11 @@ func (h *held) done() {
 // heldRun is one hold's execution: the held tables, a job per shard, and
 // the state changes to journal, as one record, when the hold ends.
 type heldRun struct {
-	e    *Engine
-	b    *Batch
-	h    *held
-	jobs map[int]*shardJob
-	now  int64
+	e      *Engine
+	b      *Batch
+	tables map[int]*shard.Table
+	jobs   map[int]*shardJob
+	now    int64
 	// effects are the changes made, in order, each on its shard: what
 	// replay must redo. They alias the batch's commands or engine-built
 	// ones, valid until the record is written.
@@ -77,7 +77,7 @@ type effect struct {
 // table and job of key's shard (held).
 func (x *heldRun) on(c *Command) (*shard.Table, *shardJob) {
 	s := x.e.shardOf(c.hash)
-	return x.h.tables[s], x.jobs[s]
+	return x.tables[s], x.jobs[s]
 }
 
 // run applies a single-key command on its held shard and records the
@@ -121,16 +121,18 @@ func (e *Engine) executeHeld(b *Batch, from, to int) {
 	}
 	h := e.hold(shards)
 	defer h.done()
-	x := &heldRun{e: e, b: b, h: h, jobs: make(map[int]*shardJob, len(shards)), now: b.now}
+	x := &heldRun{e: e, b: b, tables: h.tables, jobs: make(map[int]*shardJob, len(shards)), now: b.now}
 	for _, s := range shards {
 		x.jobs[s] = &shardJob{e: e, b: b, shard: s}
 	}
 	for i := from; i < to; i++ {
 		b.Replies[i] = x.apply(&b.Cmds[i])
 	}
-	if err := x.journal(); err != nil {
+	seq, err := x.journal()
+	if err != nil {
 		e.log.Error("journal append failed; the applied commands may not survive a restart", "err", err)
 	}
+	b.durable = max(b.durable, seq)
 	for s, j := range x.jobs {
 		e.stats[s].allowed.Add(j.allowed)
 		e.stats[s].limited.Add(j.limited)
@@ -151,6 +153,31 @@ func (x *heldRun) apply(c *Command) Reply {
 		return x.run(c)
 	}
 	return errReply(errUnknownOp)
+}
+
+// singleShard reports the one shard a held command touches, if it touches
+// only one: it then runs on that shard's owner like any single-key
+// command, in pipeline order, with no hold to take.
+func (e *Engine) singleShard(c *Command) (int, bool) {
+	var buf [4]int
+	shards := e.appendShards(buf[:0], c)
+	if len(shards) != 1 {
+		return 0, false
+	}
+	return shards[0], true
+}
+
+// runHere runs a held command whose shards are only j's, on j's owner,
+// with t, and journals what it changed.
+func (j *shardJob) runHere(t *shard.Table, c *Command) Reply {
+	x := &heldRun{e: j.e, b: j.b, tables: map[int]*shard.Table{j.shard: t}, jobs: map[int]*shardJob{j.shard: j}, now: j.b.now}
+	r := x.apply(c)
+	seq, err := x.journal()
+	if err != nil {
+		j.e.log.Error("journal append failed; the applied commands may not survive a restart", "err", err)
+	}
+	j.durableSeq = max(j.durableSeq, seq)
+	return r
 }
 
 // appendShards adds the shards c touches to shards: its key's, its

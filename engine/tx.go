@@ -187,7 +187,7 @@ func (x *heldRun) exec(c *Command) Reply {
 func (x *heldRun) keySpace(c *Command) Reply {
 	switch c.Op {
 	case OpFlushAll:
-		for s, t := range x.h.tables {
+		for s, t := range x.tables {
 			x.e.touchedAll(s, t, x.now)
 			t.Clear()
 		}
@@ -199,14 +199,14 @@ func (x *heldRun) keySpace(c *Command) Reply {
 		for _, s := range x.e.allShards() {
 			done.Add(1)
 			task := keysTask{pattern: string(c.Pattern), now: x.now, done: &done}
-			task.Run(x.h.tables[s])
+			task.Run(x.tables[s])
 			for _, k := range task.out {
 				items = append(items, bulkReply(k))
 			}
 		}
 		return arrayReply(items)
 	case OpScan:
-		return x.e.scanWith(c, x.now, func(s int, task *scanTask) { task.Run(x.h.tables[s]) })
+		return x.e.scanWith(c, x.now, func(s int, task *scanTask) { task.Run(x.tables[s]) })
 	}
 	return errReply(errUnknownOp)
 }

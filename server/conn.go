@@ -54,9 +54,13 @@ type client struct {
 	resp3    bool
 	quit     bool
 	readonly bool // READONLY: reads may be served by a follower
-	// multi is the open transaction (MULTI), watched the WATCHed keys.
-	multi   *txState
-	watched []watchedKey
+	// multi is the open transaction (MULTI), txState its reused
+	// storage; watched the WATCHed keys; ownBatch runs connection-level
+	// commands' engine work (EXEC, WATCH).
+	multi    *txState
+	txState  txState
+	watched  []watchedKey
+	ownBatch engine.Batch
 
 	rbuf       []byte
 	start, end int

@@ -37,12 +37,25 @@ const (
 	maxQueuedBytes    = 64 << 20
 )
 
-// txState is a connection's open transaction.
+// txState is a connection's open transaction. A connection keeps one and
+// reuses its buffers from one transaction to the next.
 type txState struct {
 	queued []queuedCommand
 	bytes  int
 	// aborted: a command was refused while queueing, so EXEC discards.
 	aborted bool
+	// buf holds the queued arguments' bytes, args their slices.
+	buf  []byte
+	args [][]byte
+	// EXEC's scratch: where each reply comes from, the engine command.
+	at   []queuedAt
+	exec engine.Command
+}
+
+func (tx *txState) reset() {
+	clear(tx.queued)
+	tx.queued, tx.bytes, tx.aborted = tx.queued[:0], 0, false
+	tx.buf, tx.args, tx.at = tx.buf[:0], tx.args[:0], tx.at[:0]
 }
 
 type queuedCommand struct {
@@ -96,14 +109,15 @@ func (c *client) queue(cmd *command, args [][]byte) {
 		return
 	}
 	if !tx.aborted {
-		buf := make([]byte, 0, size)
-		copied := make([][]byte, len(args))
-		for i, a := range args {
-			start := len(buf)
-			buf = append(buf, a...)
-			copied[i] = buf[start:len(buf):len(buf)]
+		// Copied into the transaction's own buffer: the read buffer is
+		// reused. Slices made before the buffer grows keep the old array.
+		first := len(tx.args)
+		for _, a := range args {
+			start := len(tx.buf)
+			tx.buf = append(tx.buf, a...)
+			tx.args = append(tx.args, tx.buf[start:len(tx.buf):len(tx.buf)])
 		}
-		tx.queued = append(tx.queued, queuedCommand{cmd: cmd, args: copied})
+		tx.queued = append(tx.queued, queuedCommand{cmd: cmd, args: tx.args[first:len(tx.args):len(tx.args)]})
 		tx.bytes += size
 	}
 	c.writeStatus("QUEUED")
@@ -123,7 +137,8 @@ func cmdMulti(s *Server, c *client, args [][]byte) {
 		c.writeError(errMultiNested)
 		return
 	}
-	c.multi = &txState{}
+	c.txState.reset()
+	c.multi = &c.txState
 	c.writeOK()
 }
 
@@ -224,7 +239,8 @@ func cmdExec(s *Server, c *client, args [][]byte) {
 		return
 	}
 	_, cluster := s.replicator()
-	exec := engine.Command{Op: engine.OpExec, N: [4]int64{int64(len(c.watched))}}
+	tx.exec = engine.Command{Op: engine.OpExec, N: [4]int64{int64(len(c.watched))}, Sub: tx.exec.Sub[:0]}
+	exec := &tx.exec
 	for _, w := range c.watched {
 		check := engine.Command{Op: engine.OpWatchCheck, Key: []byte(w.key), N: [4]int64{w.version, w.live, w.print, 1}}
 		if cluster {
@@ -234,7 +250,11 @@ func cmdExec(s *Server, c *client, args [][]byte) {
 	}
 	// The engine releases the registrations as it checks them.
 	c.watched = nil
-	at := make([]queuedAt, len(tx.queued))
+	at := tx.at[:0]
+	for range tx.queued {
+		at = append(at, queuedAt{})
+	}
+	tx.at = at
 	engineCmds := 0
 	for i, q := range tx.queued {
 		at[i].engine = -1
@@ -245,18 +265,25 @@ func cmdExec(s *Server, c *client, args [][]byte) {
 		if q.cmd.parse == nil {
 			continue
 		}
-		var sub engine.Command
-		if err := q.cmd.parseInto(&sub, q.args); err != nil {
+		// Reuse the slot's Args and Sub from the last transaction.
+		if n := len(exec.Sub); n < cap(exec.Sub) {
+			exec.Sub = exec.Sub[:n+1]
+			sub := &exec.Sub[n]
+			*sub = engine.Command{Args: sub.Args[:0], Sub: sub.Sub[:0]}
+		} else {
+			exec.Sub = append(exec.Sub, engine.Command{})
+		}
+		if err := q.cmd.parseInto(&exec.Sub[len(exec.Sub)-1], q.args); err != nil {
+			exec.Sub = exec.Sub[:len(exec.Sub)-1]
 			at[i].err = err
 			continue
 		}
-		exec.Sub = append(exec.Sub, sub)
 		at[i].engine = engineCmds
 		engineCmds++
 	}
 	var replies []engine.Reply
 	if len(exec.Sub) > 0 {
-		r := c.execEngine(exec)[0]
+		r := c.execEngine(*exec)[0]
 		switch r.Kind {
 		case engine.ReplyNilArray:
 			c.writeNilArray()
@@ -298,16 +325,18 @@ func (c *client) recheckACL(cmd *command, args [][]byte) error {
 }
 
 // execEngine runs engine commands for a connection-level command (WATCH,
-// EXEC, OBJECT) as one batch of their own and returns the replies.
+// EXEC, OBJECT) as one batch of their own and returns the replies, valid
+// until the next call.
 func (c *client) execEngine(cmds ...engine.Command) []engine.Reply {
 	if len(cmds) == 0 {
 		return nil
 	}
-	var b engine.Batch
+	b := &c.ownBatch
+	b.Reset()
 	for _, cmd := range cmds {
 		*b.Add() = cmd
 	}
 	b.ReadOnly = c.readonly
-	c.s.backend.Execute(&b, c.s.clock.Now())
+	c.s.backend.Execute(b, c.s.clock.Now())
 	return b.Replies
 }
