@@ -14,7 +14,7 @@ import (
 func TestDataTypesMatchRedis(t *testing.T) { protocols(t, testDataTypes) }
 
 func testDataTypes(t *testing.T, resp3 bool) {
-	steps, seed, families := difftest.Settings(3000)
+	steps, seed, families := difftest.Settings(6000)
 	ts := sluicetest.Start(t, sluicetest.Options{})
 	r := sluicetest.StartRedis(t, "--databases", "1")
 	p := difftest.NewPair(t, ts.Addr, r)
