@@ -16,7 +16,7 @@ import (
 func TestEngineReadsNoClockFileOrTimer(t *testing.T) {
 	allowed := map[string]map[string]bool{
 		".": set("encoding/binary", "errors", "fmt", "log/slog", "runtime", "runtime/debug", "slices",
-			"strconv", "strings", "sync", "sync/atomic", "math", "math/big", "bytes",
+			"strconv", "strings", "sync", "sync/atomic", "math", "math/big", "math/bits", "bytes",
 			"github.com/sluicehq/sluice/engine/ratelimit", "github.com/sluicehq/sluice/shard",
 			"github.com/sluicehq/sluice/engine/glob", "github.com/cespare/xxhash/v2"), // KEYS and SCAN glob patterns
 		"ratelimit": set("errors", "math/bits"),

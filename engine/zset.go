@@ -63,9 +63,9 @@ const (
 
 func zsetOps() map[Op]OpSpec {
 	return map[Op]OpSpec{
-		OpZAdd:             {Name: "zadd", Writes: true, Creates: true, Keys: KeysOne, changed: zaddChanged, apply: (*shardJob).zadd},
-		OpZIncrBy:          {Name: "zincrby", Writes: true, Creates: true, Keys: KeysOne, changed: succeeded, apply: (*shardJob).zincrby},
-		OpZRem:             {Name: "zrem", Writes: true, Keys: KeysOne, changed: removedSome, apply: (*shardJob).zrem},
+		OpZAdd:             {Name: "zadd", Writes: true, Creates: true, Keys: KeysOne, changed: zaddChanged, apply: zBigWrite(plain((*shardJob).zadd), zaddFast)},
+		OpZIncrBy:          {Name: "zincrby", Writes: true, Creates: true, Keys: KeysOne, changed: succeeded, apply: zBigWrite(plain((*shardJob).zincrby), nil)},
+		OpZRem:             {Name: "zrem", Writes: true, Keys: KeysOne, changed: removedSome, apply: zBigWrite(plain((*shardJob).zrem), nil)},
 		OpZCard:            {Name: "zcard", Keys: KeysOne, apply: (*shardJob).zcard},
 		OpZCount:           {Name: "zcount", Keys: KeysOne, apply: (*shardJob).zcount},
 		OpZLexCount:        {Name: "zlexcount", Keys: KeysOne, apply: (*shardJob).zlexcount},
@@ -79,11 +79,11 @@ func zsetOps() map[Op]OpSpec {
 		OpZRevRange:        {Name: "zrevrange", Keys: KeysOne, apply: zrangeOp(zrByRank, zrReverse)},
 		OpZRangeByLex:      {Name: "zrangebylex", Keys: KeysOne, apply: zrangeOp(zrByLex, zrForward)},
 		OpZRevRangeByLex:   {Name: "zrevrangebylex", Keys: KeysOne, apply: zrangeOp(zrByLex, zrReverse)},
-		OpZRemRangeByScore: {Name: "zremrangebyscore", Writes: true, Keys: KeysOne, changed: removedSome, apply: (*shardJob).zremrangebyscore},
-		OpZRemRangeByRank:  {Name: "zremrangebyrank", Writes: true, Keys: KeysOne, changed: removedSome, apply: (*shardJob).zremrangebyrank},
-		OpZRemRangeByLex:   {Name: "zremrangebylex", Writes: true, Keys: KeysOne, changed: removedSome, apply: (*shardJob).zremrangebylex},
-		OpZPopMin:          {Name: "zpopmin", Writes: true, Keys: KeysOne, changed: poppedSome, apply: (*shardJob).zpopmin},
-		OpZPopMax:          {Name: "zpopmax", Writes: true, Keys: KeysOne, changed: poppedSome, apply: (*shardJob).zpopmax},
+		OpZRemRangeByScore: {Name: "zremrangebyscore", Writes: true, Keys: KeysOne, changed: removedSome, apply: zBigWrite(plain((*shardJob).zremrangebyscore), zremrangebyscoreFast)},
+		OpZRemRangeByRank:  {Name: "zremrangebyrank", Writes: true, Keys: KeysOne, changed: removedSome, apply: zBigWrite(plain((*shardJob).zremrangebyrank), nil)},
+		OpZRemRangeByLex:   {Name: "zremrangebylex", Writes: true, Keys: KeysOne, changed: removedSome, apply: zBigWrite(plain((*shardJob).zremrangebylex), nil)},
+		OpZPopMin:          {Name: "zpopmin", Writes: true, Keys: KeysOne, changed: poppedSome, apply: zBigWrite(plain((*shardJob).zpopmin), nil)},
+		OpZPopMax:          {Name: "zpopmax", Writes: true, Keys: KeysOne, changed: poppedSome, apply: zBigWrite(plain((*shardJob).zpopmax), nil)},
 		OpZScan:            {Name: "zscan", Keys: KeysOne, apply: (*shardJob).zscan},
 	}
 }
@@ -121,14 +121,17 @@ const (
 	zMaxListpackValue   = 64
 )
 
-// The count word of a sorted set: the member count in its low 20 bits (a
-// record of at most 1 MiB holds fewer than 2^17 entries), then the bytes
-// of slack after the last entry (up to 2047: room kept so that a sliding
-// log, one entry out and one in, edits its record in place instead of
-// moving it), then in the top bit the mark of a sorted set Redis would
-// hold as a skiplist.
+// The count word of a sorted set: the member count in its low 17 bits (a
+// record of at most 1 MiB holds fewer than 2^17 entries), the mark of a
+// set with a member index in bit 17 (zset_big.go), then the bytes of
+// slack after the last entry in bits 20-30 (up to 2047: room kept so that
+// a sliding log, one entry out and one in, edits its record in place
+// instead of moving it; an indexed set keeps its slack in its trailer),
+// then in the top bit the mark of a sorted set Redis would hold as a
+// skiplist.
 const (
-	zCountMask  = 1<<20 - 1
+	zCountMask  = 1<<17 - 1
+	zIndexed    = 1 << 17
 	zSlackShift = 20
 	zSlackMax   = 1<<11 - 1
 	zBig        = 1 << 31
@@ -140,8 +143,12 @@ func zHeader(p []byte) (count int, big bool) {
 	return int(h & zCountMask), h&zBig != 0
 }
 
-// zData is the payload without its slack: the count word and the entries.
+// zData is the payload without its slack (and member index): the count
+// word and the entries.
 func zData(p []byte) []byte {
+	if zIsIndexed(p) {
+		return p[:zIdxOf(p).dataEnd()]
+	}
 	slack := int(binary.LittleEndian.Uint32(p)>>zSlackShift) & zSlackMax
 	return p[:len(p)-slack]
 }

@@ -202,11 +202,16 @@ func TestZSetAgainstModel(t *testing.T) {
 // left the window, count, log this request, keep the key alive.
 type slidingLog struct {
 	key, inf, now, cutoff, member, ttl []byte
+	window                             int64 // ms; default 100 s
 }
 
 func (s *slidingLog) fill(b *Batch, at int64, seq int) {
+	window := s.window
+	if window == 0 {
+		window = 100_000
+	}
 	s.now = strconv.AppendInt(s.now[:0], at, 10)
-	s.cutoff = strconv.AppendInt(s.cutoff[:0], at-100_000, 10)
+	s.cutoff = strconv.AppendInt(s.cutoff[:0], at-window, 10)
 	s.member = strconv.AppendInt(append(s.member[:0], s.now...), int64(seq), 36)
 	b.Reset()
 	c := b.Add()

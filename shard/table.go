@@ -78,6 +78,7 @@ type Table struct {
 
 	scanPos int // expiry sweep position in the index
 	evac    evacuation
+	keyBuf  []byte // CutFront's copy of a key
 }
 
 type evacuation struct {
@@ -289,6 +290,79 @@ func (t *Table) Resize(e Entry, payloadLen int) (Entry, error) {
 	t.free(oldRef)
 	t.refs[e.slot] = ref
 	return Entry{slot: e.slot, Kind: kind, Key: rec[keyStart : keyStart+len(key)], Payload: rec[p:size:size]}, nil
+}
+
+// CutFront removes n bytes of e's payload starting at offset keep
+// (payload[:keep] stays) without moving the bytes after them: the record's
+// head (its key and the kept prefix) moves forward over them, and what it
+// leaves behind becomes a dead record, freed by the compactor like any
+// other. Removing the oldest entries of a big collection then costs the
+// size of its head, not of the collection. ok is false, and nothing
+// changes, when the space left behind would be too small for a dead
+// record; the caller then moves the bytes itself.
+func (t *Table) CutFront(e Entry, keep, n int) (Entry, bool) {
+	ref := t.refs[e.slot]
+	rec := t.record(ref)
+	kind, exp, key, payload, size := parse(rec)
+	if keep < 0 || n <= 0 || keep+n > len(payload) {
+		return e, false
+	}
+	headLen := size - len(payload)
+	newLen := len(payload) - n
+	newHead := recordSize(len(key), newLen) - newLen
+	dead := headLen + n - newHead
+	width := deadWidth(dead)
+	if width == 0 {
+		return e, false
+	}
+	// The kept prefix first (it moves into bytes nothing else needs), then
+	// the record's head, assembled in place from a copy of the key.
+	tail := headLen + keep + n // where the untouched bytes start
+	copy(rec[tail-keep:tail], payload[:keep])
+	t.keyBuf = append(t.keyBuf[:0], key...)
+	start := dead
+	h := rec[start:]
+	h[0] = byte(kind)
+	binary.LittleEndian.PutUint64(h[1:9], uint64(exp))
+	p := recordFixed + binary.PutUvarint(h[recordFixed:], uint64(len(t.keyBuf)))
+	p += copy(h[p:], t.keyBuf)
+	p += binary.PutUvarint(h[p:], uint64(newLen))
+	putDeadRecord(rec[:dead], width)
+	pi := ref >> offsetBits
+	t.pages[pi].live -= dead
+	t.garbage += dead
+	t.refs[e.slot] = ref + uint32(dead)
+	keyStart := start + recordFixed + uvarintLen(uint64(len(t.keyBuf)))
+	pay := start + p
+	return Entry{slot: e.slot, Kind: kind, Key: rec[keyStart : keyStart+len(t.keyBuf)], Payload: rec[pay : pay+newLen : pay+newLen]}, true
+}
+
+// deadWidth is the width of the payload length of a dead record of size
+// bytes (kind, expiry, an empty key, the length, the payload), or 0 when
+// no dead record has that size.
+func deadWidth(size int) int {
+	for w := 1; w <= 3; w++ {
+		if pl := size - recordFixed - 1 - w; pl >= 0 && uvarintLen(uint64(pl)) <= w {
+			return w
+		}
+	}
+	return 0
+}
+
+// putDeadRecord fills b with one dead record whose payload length takes
+// width bytes (a uvarint padded with continuation bytes, which the reader
+// accepts).
+func putDeadRecord(b []byte, width int) {
+	b[0] = byte(KindDead)
+	clear(b[1:recordFixed])
+	b[recordFixed] = 0 // key length
+	pl := uint64(len(b) - recordFixed - 1 - width)
+	at := recordFixed + 1
+	for i := 0; i < width-1; i++ {
+		b[at+i] = byte(pl) | 0x80
+		pl >>= 7
+	}
+	b[at+width-1] = byte(pl)
 }
 
 // Delete removes the entry.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"strconv"
 	"testing"
 )
 
@@ -206,5 +207,64 @@ func BenchmarkClone(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		tb.Clone()
+	}
+}
+
+// CutFront drops payload bytes after a kept prefix without moving the
+// rest; the record stays findable, its key and expiry intact, and the
+// space it left is a dead record the compactor walks over.
+func TestCutFront(t *testing.T) {
+	tb := NewTable()
+	key := []byte("log:1")
+	h := Hash(key)
+	payload := make([]byte, 5000)
+	for i := range payload {
+		payload[i] = byte(i * 7)
+	}
+	e, err := tb.Insert(key, h, KindZSet, 123456, len(payload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(e.Payload, payload)
+	want := append([]byte(nil), payload...)
+	for _, cut := range []struct{ keep, n int }{{4, 100}, {4, 1}, {0, 300}, {4, 12}, {10, 2000}, {4, 139}} {
+		e, _ = tb.Get(key, h, 0)
+		ne, ok := tb.CutFront(e, cut.keep, cut.n)
+		if !ok {
+			// Too small for a dead record: nothing changed.
+			if got, _ := tb.Get(key, h, 0); string(got.Payload) != string(want) {
+				t.Fatalf("refused cut %v changed the record", cut)
+			}
+			continue
+		}
+		want = append(want[:cut.keep:cut.keep], want[cut.keep+cut.n:]...)
+		if string(ne.Payload) != string(want) || string(ne.Key) != string(key) {
+			t.Fatalf("after cut %v: payload or key differ", cut)
+		}
+		got, ok := tb.Get(key, h, 0)
+		if !ok || string(got.Payload) != string(want) || tb.ExpireAt(got) != 123456 || got.Kind != KindZSet {
+			t.Fatalf("after cut %v: lookup gives %v", cut, ok)
+		}
+	}
+	// Many more records, then compaction over the dead ones.
+	for i := 0; i < 20000; i++ {
+		k := []byte("k" + strconv.Itoa(i))
+		e, _ := tb.Insert(k, Hash(k), KindString, 0, 40)
+		e.Payload[0] = byte(i)
+	}
+	for i := 0; i < 20000; i += 2 {
+		k := []byte("k" + strconv.Itoa(i))
+		e, _ := tb.Get(k, Hash(k), 0)
+		tb.Delete(e)
+	}
+	for range 200 {
+		tb.Sweep(0, 1024)
+	}
+	if got, ok := tb.Get(key, h, 0); !ok || string(got.Payload) != string(want) {
+		t.Fatal("the cut record did not survive compaction")
+	}
+	c := tb.Clone()
+	if got, ok := c.Get(key, h, 0); !ok || string(got.Payload) != string(want) {
+		t.Fatal("the cut record did not survive a clone")
 	}
 }

@@ -144,6 +144,10 @@ func zsetGens(g *Gen) []func() [][]string {
 	}
 	// The sliding log's clock: milliseconds, always moving forward.
 	clock := int64(1_700_000_000_000)
+	// A big sliding log (hundreds of members, so Sluice indexes it): its
+	// own clock and window, seeded whole the first time.
+	bigClock, bigSeeded := int64(1_800_000_000_000), map[string]bool{}
+	const bigWindow = 400
 	return []func() [][]string{
 		// ZADD with every option, in any order and case.
 		one(func() []string {
@@ -471,6 +475,58 @@ func zsetGens(g *Gen) []func() [][]string {
 			}
 			return []string{"ZREMRANGEBYRANK", "zenc{1}", "0", g.Int(0, 5)}
 		}),
+		// A big sliding log: new members at the top, the oldest cut from
+		// the bottom, and now and then any other write or read in the
+		// middle of it.
+		func() [][]string {
+			k := g.Pick("zbig{1}", "zbig{2}")
+			var script [][]string
+			if !bigSeeded[k] || g.Chance(40) {
+				bigSeeded[k] = true
+				seed := []string{"ZADD", k}
+				for i := range bigWindow {
+					at := strconv.FormatInt(bigClock-bigWindow+int64(i), 10)
+					seed = append(seed, at, "seed-"+at)
+				}
+				script = append(script, seed)
+			}
+			for range 1 + g.R.IntN(3) {
+				bigClock++
+				at := strconv.FormatInt(bigClock, 10)
+				script = append(script, []string{"ZADD", k, at, "e-" + at + "-" + strconv.Itoa(g.R.IntN(100))})
+			}
+			cutoff := strconv.FormatInt(bigClock-bigWindow, 10)
+			script = append(script, []string{"ZREMRANGEBYSCORE", k, "-inf", g.Pick(cutoff, "("+cutoff)}, []string{"ZCARD", k})
+			mid := strconv.FormatInt(bigClock-int64(g.R.IntN(bigWindow)), 10)
+			switch g.R.IntN(12) {
+			case 0:
+				script = append(script, []string{"ZADD", k, mid, "mid-" + mid})
+			case 1:
+				script = append(script, []string{"ZREM", k, "seed-" + mid, "e-" + mid + "-1"})
+			case 2:
+				script = append(script, []string{"ZINCRBY", k, "1", "mid-" + mid})
+			case 3:
+				script = append(script, []string{"ZPOPMIN", k, g.Pick("1", "3")})
+			case 4:
+				script = append(script, []string{"ZRANGE", k, "0", "4", "WITHSCORES"})
+			case 5:
+				script = append(script, []string{"ZRANGEBYSCORE", k, mid, "+inf", "LIMIT", "0", "3"})
+			case 6:
+				script = append(script, []string{"ZSCORE", k, "mid-" + mid})
+			case 7:
+				script = append(script, []string{"ZRANK", k, "mid-" + mid})
+			case 8:
+				script = append(script, []string{"ZREMRANGEBYRANK", k, "0", g.Pick("0", "2")})
+			case 9:
+				script = append(script, []string{"ZADD", k, "NX", mid, "mid-" + mid})
+			case 10:
+				script = append(script, []string{"ZREMRANGEBYSCORE", k, mid, "(" + mid})
+			}
+			if g.Chance(3) {
+				script = append(append([][]string{{"MULTI"}}, script...), []string{"EXEC"})
+			}
+			return script
+		},
 		// The sliding log: drop what left the window, count, log this
 		// request, keep the key alive.
 		func() [][]string {
