@@ -114,6 +114,14 @@ func decReply(d ratelimit.Decision, f Flags) Reply {
 	return Reply{Kind: ReplyDecision, Dec: d, MS: f&FlagMS != 0}
 }
 
+// RawError is an error whose text is a whole RESP error line, code
+// included ("ERR ...", "WRONGTYPE ...", a script's error_reply): the
+// server sends it as it is. Scripts produce these, because a script's
+// errors reach the client with the text Redis would give them.
+type RawError string
+
+func (e RawError) Error() string { return string(e) }
+
 // Errors the engine returns. They carry no RESP error codes: the server's
 // errors.go alone turns them into Redis's error text.
 var (

@@ -62,7 +62,11 @@ func errorText(err error) string {
 	var moved *engine.MovedError
 	var perm *permError
 	var txPerm *txPermError
+	var raw engine.RawError
 	switch {
+	case errors.As(err, &raw):
+		// Already a whole error line (a script's); Redis strips newlines.
+		return strings.NewReplacer("\r", " ", "\n", " ").Replace(string(raw))
 	case errors.As(err, &txPerm):
 		return "NOPERM " + txPerm.Error()
 	case errors.Is(err, errExecAbort):
