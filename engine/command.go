@@ -147,6 +147,10 @@ type Batch struct {
 	// ReadOnly is set for connections that sent READONLY: in cluster mode a
 	// follower may then answer reads from its own applied state.
 	ReadOnly bool
+	// Replicated is set by a replicated log's state machine: every node
+	// runs these commands, so none may end differently on one node (a
+	// script is not killed on one node alone).
+	Replicated bool
 
 	// replaying marks a batch rebuilt from the journal: it bypasses
 	// maxmemory and is not journaled again.

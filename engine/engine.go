@@ -34,6 +34,8 @@ type Config struct {
 	SweepEveryBatch bool
 	// Logger; nil discards.
 	Logger *slog.Logger
+	// Scripts runs EVAL's scripts; nil refuses them (ErrNoScripting).
+	Scripts ScriptRunner
 }
 
 // Engine routes commands to shards and runs the algorithms.
@@ -61,6 +63,8 @@ type Engine struct {
 	// first WATCH.
 	watches   []watchers
 	watchInit sync.Once
+
+	scriptState
 }
 
 // shardStats are written by one shard's owner and read by INFO; padded so
@@ -104,6 +108,7 @@ func New(cfg Config) *Engine {
 		mask:   uint64(n - 1),
 		log:    log,
 	}
+	e.holders = make([]atomic.Pointer[ScriptRun], n)
 	e.maxMemory.Store(cfg.MaxMemory)
 	for i := range e.shards {
 		e.shards[i] = shard.New(i)
@@ -213,6 +218,8 @@ func (e *Engine) Execute(b *Batch, now int64) {
 		switch {
 		case misconf != nil && spec.Writes:
 			b.Replies[i] = errReply(ErrMisconf)
+		case e.busyScripts.Load() > 0 && !b.replaying && !b.Replicated && e.busyFor(c):
+			b.Replies[i] = errReply(ErrBusy)
 		case c.heldShards():
 			if s, ok := e.singleShard(c); ok {
 				j := &b.jobs[s]

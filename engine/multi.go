@@ -38,13 +38,18 @@ type held struct {
 // other in a cycle.
 func (e *Engine) hold(shards []int) *held {
 	h := &held{tables: make(map[int]*shard.Table, len(shards)), release: make(chan struct{})}
+	e.holdMore(h, shards)
+	return h
+}
+
+// holdMore takes shards (sorted, each above every shard h holds) into h.
+func (e *Engine) holdMore(h *held, shards []int) {
 	tables := make(chan *shard.Table)
 	for _, s := range shards {
 		h.finished.Add(1)
 		e.shards[s].Submit(&holdTask{tables: tables, release: h.release, finished: &h.finished})
 		h.tables[s] = <-tables
 	}
-	return h
 }
 
 // done releases every shard and waits until each has published its
@@ -67,6 +72,13 @@ type heldRun struct {
 	// replay must redo. They alias the batch's commands or engine-built
 	// ones, valid until the record is written.
 	effects []effect
+	// h is the hold, which a script may extend; nil on a shard's owner.
+	h *held
+	// rerun: a script stopped to run again with every shard held (and
+	// bigOps, for rerunBig: it empties the key space).
+	rerun, rerunBig bool
+	// bigLocked: the run holds e.bigOps.
+	bigLocked bool
 }
 
 type effect struct {
@@ -115,27 +127,50 @@ func (e *Engine) executeHeld(b *Batch, from, to int) {
 		shards = e.appendShards(shards, &b.Cmds[i])
 	}
 	slices.Sort(shards)
-	if needsBigOps(b.Cmds[from:to]) {
+	x := e.holdRun(b, shards, needsBigOps(b.Cmds[from:to]))
+	for i := from; i < to; i++ {
+		b.Replies[i] = x.apply(&b.Cmds[i])
+		if x.rerun {
+			// A script reached below its hold: what ran before it is
+			// kept and journaled, and it starts over with every shard.
+			big := x.rerunBig
+			x.end()
+			x = e.holdRun(b, e.allShards(), big)
+			b.Replies[i] = x.apply(&b.Cmds[i])
+		}
+	}
+	x.end()
+}
+
+// holdRun holds shards (sorted) for a run of b's commands, after taking
+// bigOps if big.
+func (e *Engine) holdRun(b *Batch, shards []int, big bool) *heldRun {
+	if big {
 		e.bigOps.Lock()
-		defer e.bigOps.Unlock()
 	}
 	h := e.hold(shards)
-	defer h.done()
-	x := &heldRun{e: e, b: b, tables: h.tables, jobs: make(map[int]*shardJob, len(shards)), now: b.now}
+	x := &heldRun{e: e, b: b, tables: h.tables, jobs: make(map[int]*shardJob, len(shards)), now: b.now, h: h, bigLocked: big}
 	for _, s := range shards {
 		x.jobs[s] = &shardJob{e: e, b: b, shard: s}
 	}
-	for i := from; i < to; i++ {
-		b.Replies[i] = x.apply(&b.Cmds[i])
-	}
+	return x
+}
+
+// end journals what the hold changed, publishes its counts and releases
+// the shards.
+func (x *heldRun) end() {
 	seq, err := x.journal()
 	if err != nil {
-		e.log.Error("journal append failed; the applied commands may not survive a restart", "err", err)
+		x.e.log.Error("journal append failed; the applied commands may not survive a restart", "err", err)
 	}
-	b.durable = max(b.durable, seq)
+	x.b.durable = max(x.b.durable, seq)
 	for s, j := range x.jobs {
-		e.stats[s].allowed.Add(j.allowed)
-		e.stats[s].limited.Add(j.limited)
+		x.e.stats[s].allowed.Add(j.allowed)
+		x.e.stats[s].limited.Add(j.limited)
+	}
+	x.h.done()
+	if x.bigLocked {
+		x.e.bigOps.Unlock()
 	}
 }
 
@@ -159,6 +194,10 @@ func (x *heldRun) apply(c *Command) Reply {
 // only one: it then runs on that shard's owner like any single-key
 // command, in pipeline order, with no hold to take.
 func (e *Engine) singleShard(c *Command) (int, bool) {
+	if c.Op.spec().coordinated || bigOp(c) {
+		// A script's hold may grow; emptying the key space takes bigOps.
+		return 0, false
+	}
 	var buf [4]int
 	shards := e.appendShards(buf[:0], c)
 	if len(shards) != 1 {
@@ -191,7 +230,7 @@ func (e *Engine) appendShards(shards []int, c *Command) []int {
 		}
 	}
 	switch {
-	case spec.Keys == KeysAll:
+	case spec.Keys == KeysAll || (c.Op == OpExec && hasScript(c.Sub)) || (spec.coordinated && e.wideScript(c)):
 		for s := range e.shards {
 			add(s)
 		}

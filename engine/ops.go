@@ -83,6 +83,10 @@ type OpSpec struct {
 	applyAll func(e *Engine, c *Command, now int64, b *Batch) Reply
 	// applyHeld runs a KeysHeld op on its held shards.
 	applyHeld func(x *heldRun, c *Command) Reply
+	// coordinated: the op runs on the caller's goroutine holding its
+	// shards, never on a shard's owner: a script may reach keys it did not
+	// declare, and its hold grows for them (script.go).
+	coordinated bool
 	// Internal: no client command names the op; the engine writes it to
 	// the journal (a record moved by RENAME) or the server sends it (WATCH
 	// bookkeeping).
@@ -95,8 +99,8 @@ var ops [256]OpSpec
 // opFamilies are the op table's rows by family; each family's file keeps
 // its op numbers and rows together. Numbers: limiters, strings and keys
 // below 50, hashes 50-69, lists 70-89, sets 90-99, sorted sets 100-139,
-// transactions 140-149.
-var opFamilies = []func() map[Op]OpSpec{coreOps, stringOps, hashOps, listOps, setOps, zsetOps, txOps}
+// transactions 140-149, scripts 150-159.
+var opFamilies = []func() map[Op]OpSpec{coreOps, stringOps, hashOps, listOps, setOps, zsetOps, txOps, scriptOps}
 
 func init() {
 	// Filled in init, not in the declaration: the table refers to the ops'

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"encoding/binary"
-	"slices"
 	"sync"
 
 	"github.com/cespare/xxhash/v2"
@@ -213,9 +212,17 @@ func (x *heldRun) keySpace(c *Command) Reply {
 
 // needsBigOps reports whether a held run of these commands empties the
 // key space (FLUSHALL inside EXEC), which must not interleave with a
-// snapshot's shard copies.
+// snapshot's shard copies, or may (an EXEC containing a script: it holds
+// every shard, and cannot start over halfway to take bigOps).
 func needsBigOps(cmds []Command) bool {
-	return slices.ContainsFunc(cmds, func(c Command) bool {
-		return c.Op == OpFlushAll || (c.Op == OpExec && needsBigOps(c.Sub))
-	})
+	for i := range cmds {
+		if bigOp(&cmds[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+func bigOp(c *Command) bool {
+	return c.Op == OpFlushAll || (c.Op == OpExec && (needsBigOps(c.Sub) || hasScript(c.Sub)))
 }

@@ -95,7 +95,9 @@ func (f *fsm) applyBatch(index uint64, data []byte) {
 	if h.origin == f.n.origin {
 		if p := f.n.claim(h.seq); p != nil {
 			for _, r := range p.reqs {
+				r.b.Replicated = true
 				f.eng.Execute(r.b, now)
+				r.b.Replicated = false
 				r.done <- struct{}{}
 			}
 			return
@@ -103,6 +105,7 @@ func (f *fsm) applyBatch(index uint64, data []byte) {
 	}
 	b := &f.batch
 	b.Reset()
+	b.Replicated = true
 	var rest []byte
 	b.Cmds, rest, err = engine.DecodeCommands(body, b.Cmds)
 	if err != nil || len(rest) != 0 {

@@ -61,7 +61,11 @@ type command struct {
 	// parse and run is set.
 	op    engine.Op
 	parse func(c *engine.Command, args [][]byte) error
-	run   func(s *Server, cl *client, args [][]byte)
+	// prepare, when set, finishes a parsed command with the server's
+	// state (EVALSHA's body from the script cache); its error refuses
+	// the command.
+	prepare func(s *Server, c *engine.Command) error
+	run     func(s *Server, cl *client, args [][]byte)
 	// limitArgs is, for a decision, how many arguments it takes inside
 	// LIMIT.ALL (name included, MS excluded), where the cost is required.
 	limitArgs int
@@ -166,7 +170,8 @@ func (cmd *command) categories() aclCategory {
 	if cmd.flags&flagWrite != 0 {
 		c |= catWrite
 	}
-	if cmd.flags&flagReadonly != 0 {
+	if cmd.flags&flagReadonly != 0 && c&catScripting == 0 {
+		// As Redis: EVAL_RO is read-only but not in @read.
 		c |= catRead
 	}
 	if cmd.flags&flagAdmin != 0 {
@@ -242,7 +247,7 @@ func lookupACLCommand(name string) *command { return aclByName[name] }
 
 // commandFamilies are the command table's rows by family, each kept in its
 // family's file.
-var commandFamilies = []func() []*command{coreCommands, stringCommands, hashCommands, listCommands, setCommands, zsetCommands, txCommands}
+var commandFamilies = []func() []*command{coreCommands, stringCommands, hashCommands, listCommands, setCommands, zsetCommands, txCommands, scriptCommands}
 
 func commandList() []*command {
 	var list []*command

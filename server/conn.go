@@ -274,12 +274,24 @@ func (c *client) dispatch(args [][]byte) {
 		return
 	}
 	ec := c.batch.Add()
-	if err := cmd.parseInto(ec, args); err != nil {
+	if err := c.parse(cmd, ec, args); err != nil {
 		c.batch.Cmds = c.batch.Cmds[:len(c.batch.Cmds)-1]
 		c.replyError(err)
 		return
 	}
 	c.slots = append(c.slots, slot{idx: int32(len(c.batch.Cmds) - 1)})
+}
+
+// parse makes ec the engine command for args, finished with the server's
+// state where the command needs it.
+func (c *client) parse(cmd *command, ec *engine.Command, args [][]byte) error {
+	if err := cmd.parseInto(ec, args); err != nil {
+		return err
+	}
+	if cmd.prepare != nil {
+		return cmd.prepare(c.s, ec)
+	}
+	return nil
 }
 
 // checkACL refuses a command the connection's user may not run, or one

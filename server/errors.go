@@ -81,6 +81,8 @@ func errorText(err error) string {
 		return "OOM command not allowed when used memory > 'maxmemory'."
 	case errors.Is(err, engine.ErrMisconf):
 		return "MISCONF Errors writing to the append-only file; writes are refused until it succeeds again (see INFO persistence)"
+	case errors.Is(err, engine.ErrBusy):
+		return "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."
 	case errors.Is(err, engine.ErrTryAgain):
 		return "TRYAGAIN no leader is elected yet; retry shortly"
 	case errors.Is(err, engine.ErrClusterDown):

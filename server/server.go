@@ -147,6 +147,10 @@ type Config struct {
 	SweepInterval time.Duration
 	// Logger; nil discards.
 	Logger *slog.Logger
+	// Scripts is the script cache and runner, shared with the engine
+	// (engine.Config.Scripts). Default: a cache of the server's own,
+	// whose scripts the engine then refuses to run.
+	Scripts *Scripts
 }
 
 // Server serves RESP connections against a Backend.
@@ -159,6 +163,8 @@ type Server struct {
 
 	requirePass atomic.Pointer[string]
 	maxClients  atomic.Int64
+
+	scripts *Scripts
 
 	acl            *ACL
 	aclLog         aclLog
@@ -214,7 +220,10 @@ func New(cfg Config, backend Backend) *Server {
 	}
 	s := &Server{cfg: cfg, backend: backend, clock: cfg.Clock, log: log, started: time.Now(),
 		clients: map[int64]*client{}, stop: make(chan struct{}),
-		acl: cfg.ACL, authThrottle: newAuthThrottle()}
+		acl: cfg.ACL, authThrottle: newAuthThrottle(), scripts: cfg.Scripts}
+	if s.scripts == nil {
+		s.scripts = NewScripts(log)
+	}
 	if s.acl == nil {
 		s.acl = NewACL(cfg.RequirePass)
 	}
@@ -343,6 +352,9 @@ func (s *Server) Close() error {
 		cl.interrupt()
 	}
 	s.mu.Unlock()
+	// A connection waits for its script: stop the busy ones that may be
+	// stopped (those that wrote run to their end).
+	s.scripts.shutdown()
 	s.wg.Wait()
 	s.sweeperWG.Wait()
 	return nil

@@ -273,7 +273,7 @@ func cmdExec(s *Server, c *client, args [][]byte) {
 		} else {
 			exec.Sub = append(exec.Sub, engine.Command{})
 		}
-		if err := q.cmd.parseInto(&exec.Sub[len(exec.Sub)-1], q.args); err != nil {
+		if err := c.parse(q.cmd, &exec.Sub[len(exec.Sub)-1], q.args); err != nil {
 			exec.Sub = exec.Sub[:len(exec.Sub)-1]
 			at[i].err = err
 			continue

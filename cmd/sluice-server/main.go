@@ -262,7 +262,9 @@ func run(args []string, stderr io.Writer) int {
 	clk := clock.New(nil)
 	// The users: in cluster mode the node replicates them.
 	acl := server.NewACL(o.requirePass)
-	eng := engine.New(engine.Config{Shards: o.shards, MaxMemory: maxMemory, Logger: log})
+	// Scripts: the server's cache and the engine's runner, one object.
+	scripts := server.NewScripts(log)
+	eng := engine.New(engine.Config{Shards: o.shards, MaxMemory: maxMemory, Logger: log, Scripts: scripts})
 	var backend server.Backend = eng
 	var node *replication.Node
 	var durable *persistence.Durable
@@ -287,6 +289,7 @@ func run(args []string, stderr io.Writer) int {
 	}
 	srv := server.New(server.Config{
 		ACL:         acl,
+		Scripts:     scripts,
 		TLS:         clientTLS,
 		Clock:       clk,
 		Persistence: persister,

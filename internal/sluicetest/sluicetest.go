@@ -98,6 +98,12 @@ func Serve(ln net.Listener, o Options) *Server {
 	if o.Server.Clock == nil {
 		o.Server.Clock = clock.New(nil)
 	}
+	if o.Server.Scripts == nil {
+		o.Server.Scripts = server.NewScripts(nil)
+	}
+	if o.Engine.Scripts == nil {
+		o.Engine.Scripts = o.Server.Scripts
+	}
 	eng := engine.New(o.Engine)
 	srv := server.New(o.Server, eng)
 	s := &Server{Addr: ln.Addr().String(), Engine: eng, Server: srv, Clock: o.Server.Clock, done: make(chan struct{})}

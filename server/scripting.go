@@ -1,0 +1,435 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/server/script"
+)
+
+// Scripting: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT. The server
+// turns EVALSHA into the body it names before the engine sees it (so a
+// replicated log carries the body), checks the script's shebang flags,
+// and serves as the engine's ScriptRunner: a script runs on the goroutine
+// holding its shards, and its redis.call is parsed with this command table
+// and executed on the held tables through engine.ScriptRun.Exec.
+
+var (
+	errNoScript     = engine.RawError("NOSCRIPT No matching script. Please use EVAL.")
+	errNotBusy      = engine.RawError("NOTBUSY No scripts in execution right now.")
+	errUnkillable   = engine.RawError("UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.")
+	errUnkillableRL = engine.RawError("UNKILLABLE The busy script runs on every node of the cluster from the replicated log and cannot be killed on one of them.")
+	errROWithWrites = errors.New("Can not execute a script with write flag using *_ro command.")
+	errScriptOOM    = engine.RawError("OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'")
+	errNumKeysBig   = errors.New("Number of keys can't be greater than number of args")
+	errNumKeysNeg   = errors.New("Number of keys can't be negative")
+)
+
+// DefaultBusyThreshold is Redis's busy-reply-threshold (lua-time-limit):
+// past it a running script's shards answer BUSY and SCRIPT KILL may stop
+// it.
+const DefaultBusyThreshold = 5 * time.Second
+
+// Scripts is the script cache and runner one server and its engine share:
+// build it first, pass it as engine.Config.Scripts and Config.Scripts.
+type Scripts struct {
+	lua  *script.Engine
+	log  *slog.Logger
+	busy atomic.Int64 // busy threshold, ns
+
+	mu      sync.Mutex
+	running map[*scriptRun]struct{} // scripts past the threshold
+	closing bool                    // shutting down: stop busy scripts at once
+
+	runs sync.Pool // *scriptRun
+}
+
+// NewScripts returns an empty script cache with Redis's busy threshold.
+func NewScripts(log *slog.Logger) *Scripts {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Scripts{lua: script.New(script.Config{}), log: log, running: map[*scriptRun]struct{}{}}
+	s.busy.Store(int64(DefaultBusyThreshold))
+	return s
+}
+
+// SetBusyThreshold changes busy-reply-threshold for scripts that start
+// after the call.
+func (s *Scripts) SetBusyThreshold(d time.Duration) { s.busy.Store(int64(d)) }
+
+// BusyThreshold is the current busy-reply-threshold.
+func (s *Scripts) BusyThreshold() time.Duration { return time.Duration(s.busy.Load()) }
+
+// scriptRun is one script's run: the engine's side, the host the
+// interpreter calls back, and the timer that marks it busy. Pooled: the
+// timer and buffers are reused.
+type scriptRun struct {
+	s      *Scripts
+	run    *engine.ScriptRun
+	cancel context.CancelFunc
+	timer  *time.Timer
+
+	mu     sync.Mutex // guards run against the timer
+	isBusy bool
+	killed bool
+}
+
+// RunScript runs one script for the engine.
+func (s *Scripts) RunScript(r *engine.ScriptRun) engine.Reply {
+	sr, _ := s.runs.Get().(*scriptRun)
+	if sr == nil {
+		sr = &scriptRun{s: s}
+		sr.timer = time.AfterFunc(time.Hour, sr.overThreshold)
+		sr.timer.Stop()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	sr.mu.Lock()
+	sr.run, sr.cancel, sr.isBusy, sr.killed = r, cancel, false, false
+	sr.mu.Unlock()
+	r.OnStop = cancel
+	sr.timer.Reset(s.BusyThreshold())
+	reply := s.lua.Run(ctx, r.Body, r.Keys, r.Args, sr)
+	sr.timer.Stop()
+	sr.mu.Lock()
+	if sr.isBusy {
+		s.mu.Lock()
+		delete(s.running, sr)
+		s.mu.Unlock()
+		r.SetBusy(false)
+		s.log.Warn("a slow script finished", "killed", sr.killed)
+	}
+	sr.run, sr.cancel = nil, nil
+	sr.mu.Unlock()
+	cancel()
+	s.runs.Put(sr)
+	return reply
+}
+
+// overThreshold runs on the timer: the script is busy from now on.
+func (sr *scriptRun) overThreshold() {
+	sr.mu.Lock()
+	defer sr.mu.Unlock()
+	if sr.run == nil || sr.isBusy {
+		return
+	}
+	sr.isBusy = true
+	sr.run.SetBusy(true)
+	sr.s.mu.Lock()
+	sr.s.running[sr] = struct{}{}
+	if sr.s.closing && !sr.run.Wrote() && !sr.run.Replicated {
+		sr.killed = true
+		sr.cancel()
+	}
+	sr.s.mu.Unlock()
+	sr.s.log.Warn("a script is running past busy-reply-threshold; its shards answer BUSY", "threshold", sr.s.BusyThreshold())
+}
+
+// kill serves SCRIPT KILL: it stops every busy script that has not
+// written. Sluice may run scripts on disjoint shards at once, so there may
+// be several.
+func (s *Scripts) kill() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.running) == 0 {
+		return errNotBusy
+	}
+	var refused error
+	killed := 0
+	for sr := range s.running {
+		sr.mu.Lock()
+		switch {
+		case sr.run == nil:
+		case sr.run.Replicated:
+			refused = errUnkillableRL
+		case sr.run.Wrote():
+			refused = errUnkillable
+		default:
+			sr.killed = true
+			sr.cancel()
+			killed++
+		}
+		sr.mu.Unlock()
+	}
+	if killed == 0 && refused != nil {
+		return refused
+	}
+	return nil
+}
+
+// shutdown stops the busy scripts that may be stopped, now and as others
+// become busy.
+func (s *Scripts) shutdown() {
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
+	s.kill()
+}
+
+// Host: what the interpreter calls back.
+
+func (sr *scriptRun) Now() int64 { return sr.run.Now }
+
+func (sr *scriptRun) Log(level int, msg string) {
+	lv := slog.LevelInfo
+	switch level {
+	case 0:
+		lv = slog.LevelDebug
+	case 1:
+		lv = slog.LevelDebug + 2
+	case 3:
+		lv = slog.LevelWarn
+	}
+	sr.s.log.Log(context.Background(), lv, msg, "source", "script")
+}
+
+// Call runs one redis.call: looked up and checked as Redis checks a
+// script's command, parsed with the command table, run on the held
+// shards. Errors come back as whole error lines.
+func (sr *scriptRun) Call(args [][]byte) engine.Reply {
+	if len(args) == 0 {
+		return rawErr("ERR Please specify at least one argument for this redis lib call")
+	}
+	cmd := commands[strings.ToLower(string(args[0]))]
+	if cmd == nil {
+		return rawErr("ERR Unknown Redis command called from script")
+	}
+	if (cmd.arity > 0 && len(args) != cmd.arity) || (cmd.arity < 0 && len(args) < -cmd.arity) {
+		return rawErr("ERR Wrong number of args calling Redis command from script")
+	}
+	if cmd.flags&flagNoScript != 0 {
+		return rawErr("ERR This Redis command is not allowed from script")
+	}
+	if sr.run.ReadOnly && cmd.flags&flagWrite != 0 {
+		return engine.Reply{Kind: engine.ReplyError, Err: engine.ErrScriptReadOnly}
+	}
+	if cmd.parse == nil {
+		return sr.serverCommand(cmd, args)
+	}
+	// The command's slices must outlive the call: a change is journaled
+	// from them when the hold ends.
+	own := make([][]byte, len(args))
+	for i, a := range args {
+		own[i] = append([]byte(nil), a...)
+	}
+	ec := &engine.Command{}
+	if err := cmd.parseInto(ec, own); err != nil {
+		return rawErr(errorText(err))
+	}
+	r := sr.run.Exec(ec)
+	if r.Kind == engine.ReplyError {
+		r.Err = engine.RawError(errorText(r.Err))
+	}
+	return r
+}
+
+// serverCommand answers the connection-level commands a script may call.
+func (sr *scriptRun) serverCommand(cmd *command, args [][]byte) engine.Reply {
+	switch cmd.name {
+	case "ping":
+		if len(args) == 2 {
+			return engine.Reply{Kind: engine.ReplyBulk, Bulk: args[1]}
+		}
+		return engine.Reply{Kind: engine.ReplyStatus, Str: "PONG"}
+	case "echo":
+		return engine.Reply{Kind: engine.ReplyBulk, Bulk: args[1]}
+	case "time":
+		// The script's clock: the batch's now, the same on every node.
+		now := sr.run.Now
+		return engine.Reply{Kind: engine.ReplyArray, Items: []engine.Reply{
+			{Kind: engine.ReplyBulk, Str: strconv.FormatInt(now/1e9, 10)},
+			{Kind: engine.ReplyBulk, Str: strconv.FormatInt(now%1e9/1e3, 10)},
+		}}
+	case "select":
+		if string(args[1]) == "0" {
+			return engine.Reply{Kind: engine.ReplyOK}
+		}
+		return rawErr("ERR DB index is out of range")
+	}
+	return rawErr(fmt.Sprintf("ERR Sluice does not run '%s' inside scripts", cmd.name))
+}
+
+func rawErr(text string) engine.Reply {
+	return engine.Reply{Kind: engine.ReplyError, Err: engine.RawError(text)}
+}
+
+// Commands.
+
+func scriptCommands() []*command {
+	evalArgs := []argSpec{str("script"), integer("numkeys"), opt(many(key("key"))), opt(many(str("arg")))}
+	shaArgs := []argSpec{str("sha1"), integer("numkeys"), opt(many(key("key"))), opt(many(str("arg")))}
+	return []*command{
+		{name: "eval", cats: catScripting, findKeys: evalKeys, arity: -3, flags: flagNoScript | flagStale, group: "scripting", since: "2.6.0",
+			summary: "Run a Lua script atomically on the keys it declares.", args: evalArgs, op: engine.OpEval, parse: parseEval, prepare: prepareEval},
+		{name: "evalsha", cats: catScripting, findKeys: evalKeys, arity: -3, flags: flagNoScript | flagStale, group: "scripting", since: "2.6.0",
+			summary: "Run a cached script by its SHA1.", args: shaArgs, op: engine.OpEval, parse: parseEvalSHA, prepare: prepareEval},
+		{name: "eval_ro", cats: catScripting, findKeys: evalKeys, arity: -3, flags: flagNoScript | flagStale | flagReadonly, group: "scripting", since: "7.0.0",
+			summary: "Run a read-only Lua script.", args: evalArgs, op: engine.OpEvalRO, parse: parseEval, prepare: prepareEval},
+		{name: "evalsha_ro", cats: catScripting, findKeys: evalKeys, arity: -3, flags: flagNoScript | flagStale | flagReadonly, group: "scripting", since: "7.0.0",
+			summary: "Run a cached read-only script by its SHA1.", args: shaArgs, op: engine.OpEvalRO, parse: parseEvalSHA, prepare: prepareEval},
+		{name: "script", arity: -2, flags: flagNoScript, group: "scripting", since: "2.6.0",
+			summary: "SCRIPT LOAD|EXISTS|FLUSH|KILL|HELP: the script cache.", args: []argSpec{str("subcommand"), opt(many(str("arg")))},
+			subs: []*command{
+				sub("load", 3, flagNoScript|flagStale, catScripting), sub("exists", -3, flagNoScript, catScripting),
+				sub("flush", -2, flagNoScript, catScripting), sub("kill", 2, flagNoScript|flagStale, catScripting),
+				sub("help", 2, flagNoScript, catScripting),
+			},
+			run: cmdScript},
+	}
+}
+
+// evalKeys: the numkeys keys after the script.
+func evalKeys(args [][]byte, buf []keyRef) []keyRef {
+	n, err := strconv.Atoi(string(args[2]))
+	if err != nil || n < 0 || n > len(args)-3 {
+		return buf
+	}
+	for i := 3; i < 3+n; i++ {
+		buf = append(buf, keyRef{at: i, need: permAll})
+	}
+	return buf
+}
+
+// shaBody in an OpEval's N[3]: Value is a SHA1 for prepareEval to
+// replace with the cached body. The engine never sees it set.
+const shaBody = 1
+
+func parseEval(c *engine.Command, args [][]byte) error {
+	n, err := engine.ParseInt64(args[2])
+	switch {
+	case err != nil:
+		return engine.ErrNotInteger
+	case n > int64(len(args)-3):
+		return errNumKeysBig
+	case n < 0:
+		return errNumKeysNeg
+	}
+	c.Value = args[1]
+	c.Sub = c.Sub[:0]
+	for _, k := range args[3 : 3+n] {
+		c.Sub = append(c.Sub, engine.Command{Op: engine.OpScriptKey, Key: k})
+	}
+	c.Args = append(c.Args[:0], args[3+n:]...)
+	return nil
+}
+
+func parseEvalSHA(c *engine.Command, args [][]byte) error {
+	if err := parseEval(c, args); err != nil {
+		return err
+	}
+	c.N[3] = shaBody
+	return nil
+}
+
+// prepareEval finishes an EVAL with the server's state: the body from the
+// cache (compiled and cached now for EVAL, as Redis does), and what its
+// shebang flags say.
+func prepareEval(s *Server, c *engine.Command) error {
+	lua := s.scripts.lua
+	if c.N[3] == shaBody {
+		c.N[3] = 0
+		body, ok := lua.Body(string(c.Value))
+		if !ok {
+			return errNoScript
+		}
+		c.Value = body
+	} else {
+		sha, err := lua.Load(c.Value)
+		if err != nil {
+			return engine.RawError("ERR " + err.Error())
+		}
+		c.Value, _ = lua.Body(sha)
+	}
+	flags, err := lua.Flags(c.Value)
+	if err != nil {
+		return engine.RawError("ERR " + err.Error())
+	}
+	if !flags.Shebang {
+		return nil
+	}
+	if flags.NoCluster {
+		if _, cluster := s.replicator(); cluster {
+			return errors.New("Can not run script on cluster, 'no-cluster' flag is set.")
+		}
+	}
+	if !flags.NoWrites {
+		if c.Op == engine.OpEvalRO {
+			return errROWithWrites
+		}
+		if !flags.AllowOOM {
+			if limit := s.backend.MaxMemory(); limit > 0 && s.backend.Stats().Memory >= limit {
+				return errScriptOOM
+			}
+		}
+	}
+	if flags.NoWrites {
+		c.Op = engine.OpEvalRO
+	}
+	if flags.AllowCrossSlot {
+		c.N[0] |= engine.ScriptWide
+	}
+	return nil
+}
+
+func cmdScript(s *Server, c *client, args [][]byte) {
+	sc := s.scripts
+	switch sub := strings.ToLower(string(args[1])); {
+	case sub == "load":
+		sha, err := sc.lua.Load(args[2])
+		if err != nil {
+			c.writeError(engine.RawError("ERR " + err.Error()))
+			return
+		}
+		c.writeBulkString(sha)
+	case sub == "exists":
+		c.writeArray(len(args) - 2)
+		for _, sha := range args[2:] {
+			if _, ok := sc.lua.Body(string(sha)); ok {
+				c.writeInt(1)
+			} else {
+				c.writeInt(0)
+			}
+		}
+	case sub == "flush":
+		if len(args) > 3 || (len(args) == 3 && !isWord(args[2], "sync") && !isWord(args[2], "async")) {
+			c.writeError(errors.New("SCRIPT FLUSH only support SYNC|ASYNC option"))
+			return
+		}
+		sc.lua.Flush()
+		c.writeOK()
+	case sub == "kill":
+		if err := sc.kill(); err != nil {
+			c.writeError(err)
+			return
+		}
+		c.writeOK()
+	case sub == "help":
+		help := []string{
+			"SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+			"EXISTS <sha1> [<sha1> ...]",
+			"    Return information about the existence of the scripts in the script cache.",
+			"FLUSH [ASYNC|SYNC]",
+			"    Flush the Lua scripts cache.",
+			"KILL",
+			"    Kill the currently executing Lua script.",
+			"LOAD <script>",
+			"    Load a script into the scripts cache without executing it.",
+			"HELP",
+			"    Print this help.",
+		}
+		c.writeArray(len(help))
+		for _, h := range help {
+			c.writeStatus(h)
+		}
+	default:
+		c.writeError(unknownSubcommand(commands["script"], args[1]))
+	}
+}
