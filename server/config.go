@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice/engine/glob"
 )
@@ -13,7 +14,8 @@ import (
 // CONFIG GET, SET and RESETSTAT.
 
 // cmdConfig: CONFIG GET pattern..., CONFIG SET param value, CONFIG RESETSTAT.
-// The settable subset is maxmemory, maxclients and requirepass; the rest
+// The settable subset is maxmemory, maxclients, requirepass and
+// busy-reply-threshold (lua-time-limit); the rest
 // is read-only and documented as such.
 func cmdConfig(s *Server, c *client, args [][]byte) {
 	sub := strings.ToLower(string(args[1]))
@@ -74,6 +76,9 @@ func (s *Server) configValues() map[string]string {
 		"save":             "",
 		"appendonly":       map[bool]string{true: "yes", false: "no"}[s.cfg.Persistence != nil],
 		"shards":           strconv.Itoa(s.backend.Shards()),
+		// Redis 7 names it both ways.
+		"busy-reply-threshold": strconv.FormatInt(s.scripts.BusyThreshold().Milliseconds(), 10),
+		"lua-time-limit":       strconv.FormatInt(s.scripts.BusyThreshold().Milliseconds(), 10),
 	}
 	if s.cfg.TLS != nil {
 		for k, val := range s.cfg.TLS.values() {
@@ -125,6 +130,12 @@ func (s *Server) configSet(name, value string) error {
 			return err
 		}
 		s.requirePass.Store(&value)
+	case "busy-reply-threshold", "lua-time-limit":
+		ms, err := strconv.ParseInt(value, 10, 64)
+		if err != nil || ms < 0 || ms > 1<<40 {
+			return errors.New("argument must be a number of milliseconds")
+		}
+		s.scripts.SetBusyThreshold(time.Duration(ms) * time.Millisecond)
 	case "maxmemory-policy":
 		if value != "noeviction" {
 			return errors.New("only noeviction is supported: live limiter state is never evicted")

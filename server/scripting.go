@@ -63,7 +63,7 @@ func NewScripts(log *slog.Logger) *Scripts {
 }
 
 // SetBusyThreshold changes busy-reply-threshold for scripts that start
-// after the call.
+// after the call; 0 means scripts never turn busy.
 func (s *Scripts) SetBusyThreshold(d time.Duration) { s.busy.Store(int64(d)) }
 
 // BusyThreshold is the current busy-reply-threshold.
@@ -96,7 +96,9 @@ func (s *Scripts) RunScript(r *engine.ScriptRun) engine.Reply {
 	sr.run, sr.cancel, sr.isBusy, sr.killed = r, cancel, false, false
 	sr.mu.Unlock()
 	r.OnStop = cancel
-	sr.timer.Reset(s.BusyThreshold())
+	if d := s.BusyThreshold(); d > 0 { // 0: never busy
+		sr.timer.Reset(d)
+	}
 	reply := s.lua.Run(ctx, r.Body, r.Keys, r.Args, sr)
 	sr.timer.Stop()
 	sr.mu.Lock()

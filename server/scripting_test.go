@@ -183,11 +183,20 @@ return after - before`
 // shard answer BUSY, leaves other shards alone, and stops at SCRIPT KILL;
 // one that wrote cannot be killed and runs to its end.
 func TestBusyScript(t *testing.T) {
-	ts, scripts := startScripting(t)
-	scripts.SetBusyThreshold(100 * time.Millisecond)
+	ts, _ := startScripting(t)
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: ts.Addr, MaxRetries: -1})
 	defer rdb.Close()
+	threshold := func(name, ms string) {
+		t.Helper()
+		if err := rdb.ConfigSet(ctx, name, ms).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if got := rdb.ConfigGet(ctx, "busy-reply-threshold").Val()["busy-reply-threshold"]; got != ms {
+			t.Fatalf("busy-reply-threshold is %q after setting %s to %s", got, name, ms)
+		}
+	}
+	threshold("busy-reply-threshold", "100")
 	busyKey, freeKey := keyOnShard("busy", 3), keyOnShard("free", 5)
 	rdb.Set(ctx, busyKey, "v", 0)
 	rdb.Set(ctx, freeKey, "w", 0)
@@ -218,13 +227,13 @@ func TestBusyScript(t *testing.T) {
 
 	// A script that wrote: sized to run about two seconds here.
 	const counting = "redis.call('set', KEYS[1], 'written'); local i = 0; while i < tonumber(ARGV[1]) do i = i + 1 end; return i"
-	scripts.SetBusyThreshold(time.Hour)
+	threshold("lua-time-limit", "0")
 	start := time.Now()
 	if err := rdb.Eval(ctx, counting, []string{busyKey}, 200000).Err(); err != nil {
 		t.Fatal(err)
 	}
 	n := int64(200000 * (2 * time.Second) / max(time.Since(start), time.Millisecond))
-	scripts.SetBusyThreshold(100 * time.Millisecond)
+	threshold("lua-time-limit", "100")
 	result := make(chan int64, 1)
 	go func() {
 		got, err := rdb.Eval(ctx, counting, []string{busyKey}, n).Int64()
