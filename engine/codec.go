@@ -146,6 +146,8 @@ func (c *Command) validShape(depth int, parent Op) error {
 			ok = (sub.Op == OpWatchCheck) == (int64(i) < c.N[0])
 		case spec.Keys == KeysLimits:
 			ok = sub.Op.spec().Decision && len(sub.Sub) == 0
+		case spec.coordinated:
+			ok = sub.Op == OpScriptKey && len(sub.Sub) == 0
 		default:
 			ok = sub.Op == c.Op && len(sub.Sub) == 0
 		}

@@ -234,7 +234,7 @@ func (e *Engine) appendShards(shards []int, c *Command) []int {
 		for s := range e.shards {
 			add(s)
 		}
-	case len(c.Sub) > 0:
+	case len(c.Sub) > 0 || spec.coordinated:
 		for i := range c.Sub {
 			shards = e.appendShards(shards, &c.Sub[i])
 		}

@@ -35,7 +35,10 @@ import (
 // restart from one seed.
 const (
 	// OpEval is EVAL and EVALSHA: Value = the body, Sub = the declared
-	// keys (OpScriptKey each), Args = ARGV, N[0] = ScriptWide or 0.
+	// keys (OpScriptKey each), Args = ARGV, N[0] = ScriptWide or 0,
+	// Key = the ACL user whose permissions the script's commands are
+	// checked against (empty: unrestricted). The user's name rather than
+	// the connection travels, so every node of a cluster checks alike.
 	OpEval Op = 150
 	// OpEvalRO is EVAL_RO, EVALSHA_RO and a script flagged no-writes: a
 	// read, which may not call a command that writes.
@@ -88,6 +91,9 @@ type ScriptRun struct {
 	// Replicated: every node of a replicated log runs this script, so
 	// stopping it on one node alone would make them differ.
 	Replicated bool
+	// User is the command's Key: the ACL user the script runs as, empty
+	// when unrestricted.
+	User []byte
 	// OnStop, set by the runner, stops the interpreter at its next
 	// instruction; the engine calls it when the script must start over.
 	OnStop func()
@@ -283,7 +289,7 @@ func (x *heldRun) eval(c *Command) Reply {
 		return errReply(ErrNoScripting)
 	}
 	r := &ScriptRun{Body: c.Value, Args: c.Args, Now: x.now, ReadOnly: c.Op == OpEvalRO,
-		Replicated: x.b != nil && x.b.Replicated, x: x, mark: len(x.effects)}
+		Replicated: x.b != nil && x.b.Replicated, User: c.Key, x: x, mark: len(x.effects)}
 	r.Keys = make([][]byte, len(c.Sub))
 	for i := range c.Sub {
 		r.Keys[i] = c.Sub[i].Key

@@ -64,7 +64,7 @@ type command struct {
 	// prepare, when set, finishes a parsed command with the server's
 	// state (EVALSHA's body from the script cache); its error refuses
 	// the command.
-	prepare func(s *Server, c *engine.Command) error
+	prepare func(c *client, ec *engine.Command) error
 	run     func(s *Server, cl *client, args [][]byte)
 	// limitArgs is, for a decision, how many arguments it takes inside
 	// LIMIT.ALL (name included, MS excluded), where the cost is required.

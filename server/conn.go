@@ -289,7 +289,7 @@ func (c *client) parse(cmd *command, ec *engine.Command, args [][]byte) error {
 		return err
 	}
 	if cmd.prepare != nil {
-		return cmd.prepare(c.s, ec)
+		return cmd.prepare(c, ec)
 	}
 	return nil
 }

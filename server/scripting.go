@@ -44,6 +44,8 @@ type Scripts struct {
 	lua  *script.Engine
 	log  *slog.Logger
 	busy atomic.Int64 // busy threshold, ns
+	// acl is the server's users, for the permissions scripts run with.
+	acl atomic.Pointer[ACL]
 
 	mu      sync.Mutex
 	running map[*scriptRun]struct{} // scripts past the threshold
@@ -210,6 +212,12 @@ func (sr *scriptRun) Call(args [][]byte) engine.Reply {
 	if cmd.flags&flagNoScript != 0 {
 		return rawErr("ERR This Redis command is not allowed from script")
 	}
+	if len(sr.run.User) > 0 {
+		// The script runs with its caller's permissions, as in Redis.
+		if err := sr.s.checkACL(string(sr.run.User), cmd, args); err.Kind == engine.ReplyError {
+			return err
+		}
+	}
 	if sr.run.ReadOnly && cmd.flags&flagWrite != 0 {
 		return engine.Reply{Kind: engine.ReplyError, Err: engine.ErrScriptReadOnly}
 	}
@@ -257,6 +265,27 @@ func (sr *scriptRun) serverCommand(cmd *command, args [][]byte) engine.Reply {
 		return rawErr("ERR DB index is out of range")
 	}
 	return rawErr(fmt.Sprintf("ERR Sluice does not run '%s' inside scripts", cmd.name))
+}
+
+// checkACL checks one of a script's commands against the user it runs
+// as; a user deleted since may run nothing.
+func (s *Scripts) checkACL(name string, cmd *command, args [][]byte) engine.Reply {
+	acl := s.acl.Load()
+	var ref *userRef
+	if acl != nil {
+		ref = acl.get(name)
+	}
+	if ref == nil {
+		return rawErr("ERR The user executing the script can't run this command or subcommand")
+	}
+	var buf [8]keyRef
+	switch d, _ := ref.rules.Load().check(cmd, args, buf[:0]); d {
+	case aclDeniedCmd:
+		return rawErr("ERR The user executing the script can't run this command or subcommand")
+	case aclDeniedKey:
+		return rawErr("ERR The user executing the script can't access at least one of the keys mentioned in the command arguments")
+	}
+	return engine.Reply{}
 }
 
 func rawErr(text string) engine.Reply {
@@ -334,8 +363,13 @@ func parseEvalSHA(c *engine.Command, args [][]byte) error {
 // prepareEval finishes an EVAL with the server's state: the body from the
 // cache (compiled and cached now for EVAL, as Redis does), and what its
 // shebang flags say.
-func prepareEval(s *Server, c *engine.Command) error {
+func prepareEval(cl *client, c *engine.Command) error {
+	s := cl.s
 	lua := s.scripts.lua
+	c.Key = nil
+	if u := cl.user.rules.Load(); !u.allCommands || !u.allKeys {
+		c.Key = []byte(u.name)
+	}
 	if c.N[3] == shaBody {
 		c.N[3] = 0
 		body, ok := lua.Body(string(c.Value))

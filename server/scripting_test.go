@@ -268,3 +268,4 @@ func waitBusy(t *testing.T, rdb *redis.Client, key string) {
 	}
 	t.Fatal("the script's shard never answered BUSY")
 }
+

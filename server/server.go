@@ -227,6 +227,7 @@ func New(cfg Config, backend Backend) *Server {
 	if s.acl == nil {
 		s.acl = NewACL(cfg.RequirePass)
 	}
+	s.scripts.acl.Store(s.acl)
 	gone := s.disconnectUsers
 	s.acl.onGone.Store(&gone)
 	pass := cfg.RequirePass
