@@ -268,4 +268,3 @@ func waitBusy(t *testing.T, rdb *redis.Client, key string) {
 	}
 	t.Fatal("the script's shard never answered BUSY")
 }
-
