@@ -96,10 +96,18 @@ func (c Config) prepare() (Config, *mode, error) {
 	if c.KeyPrefix == "" {
 		c.KeyPrefix = "sluice-bench:" + m.name + ":"
 	}
+	if m.lib != nil {
+		// The library puts its own prefix before the caller's key.
+		c.KeyPrefix = m.lib.keyPrefix + c.KeyPrefix
+	}
 	if c.Timeout == 0 {
 		c.Timeout = defaultTimeout
 	}
-	c.Limit = c.Limit.withDefaults()
+	if m.lib != nil {
+		c.Limit = libDefaults(c.Limit)
+	} else {
+		c.Limit = c.Limit.withDefaults()
+	}
 	switch {
 	case c.Conns < 1:
 		return c, m, fmt.Errorf("conns %d: must be at least 1", c.Conns)
@@ -123,6 +131,11 @@ func (c Config) prepare() (Config, *mode, error) {
 	}
 	if err := c.Limit.validate(); err != nil {
 		return c, m, err
+	}
+	if m.lib != nil {
+		if _, err := m.lib.args(c.Limit); err != nil {
+			return c, m, err
+		}
 	}
 	return c, m, nil
 }

@@ -61,6 +61,38 @@
 // PEXPIRE (its window starts at a key's first hit, and limited requests
 // still count).
 //
+// Library modes send, on both servers alike, the script a real limiter
+// library sends, byte for byte as it sends it (its text, command spelling,
+// key prefix, arguments, and what it does on NOSCRIPT), so that Sluice is
+// measured with unmodified clients' traffic:
+//
+//	redis-rate        go-redis/redis_rate v10.0.1 allowN (GCRA), as
+//	                  Allow(ctx, key, PerSecond(limit)) sends it:
+//	                  evalsha SHA 1 rate:KEY burst rate period cost
+//	                  (burst defaults to the limit, as PerSecond's does);
+//	                  on NOSCRIPT the same call as eval (go-redis Script.Run).
+//	                  Reply {allowed, remaining, retry_after, reset_after}:
+//	                  allowed 0 is refused.
+//	rlflex            rate-limiter-flexible 11.4.0 RateLimiterRedis.consume
+//	                  over ioredis: eval on a connection's first call, then
+//	                  evalsha SHA 1 rlflx:KEY cost floor(period) limit period;
+//	                  on NOSCRIPT eval again. Reply {consumed, ttl_ms}:
+//	                  consumed > limit is refused. Periods under 1 s are
+//	                  refused (the library sends no script for them).
+//	rate-limit-redis  rate-limit-redis 6.0.1 (express-rate-limit's store):
+//	                  SCRIPT LOAD of its two scripts at the start, then
+//	                  EVALSHA SHA 1 rl:KEY windowMs; on NOSCRIPT SCRIPT LOAD
+//	                  and EVALSHA again. Reply {totalHits, ttl_ms}:
+//	                  totalHits > limit is refused. Cost must be 1.
+//
+// The scripts are under scripts/ (a comment header naming their source,
+// then the exact text); testdata/libcapture holds what the libraries wrote
+// on the wire, which a test compares with what these modes write. Every
+// reply is counted by its decision field; the first reply of each
+// connection and one in 32 after it have their whole shape checked, and a
+// reply of the wrong shape counts as an error. Result.ScriptFallbacks
+// counts the NOSCRIPT replies the fallback answered.
+//
 // Limit parameters (Config.Limit; flags --limit --period --burst --cost)
 // default to 100 per 1 s with burst 99 and cost 1, that is
 // CL.THROTTLE key 99 100 1 1. Spread over the default 10000 keys, a run at

@@ -106,6 +106,9 @@ type mode struct {
 	// pattern, when set, makes each request an operation of several
 	// commands (patterns.go).
 	pattern func(Config) *pattern
+	// lib, when set, makes each request a limiter library's script call,
+	// sent as that library sends it (libscripts.go).
+	lib *libScript
 }
 
 func gcraArgs(l Limit) []string {
@@ -137,6 +140,10 @@ var modes = []mode{
 	{name: "hash-bucket", family: "hash-bucket", native: KindAny, command: "HMGET+HSET", keyed: true, args: noArgs, pattern: hashBucketPattern},
 	{name: "zset-log", family: "zset-log", native: KindAny, command: "MULTI ZREMRANGEBYSCORE ZCARD ZADD EXPIRE EXEC", keyed: true, args: noArgs, pattern: zsetLogPattern},
 	{name: "list-recent", family: "list-recent", native: KindAny, command: "LPUSH+LTRIM+LINDEX", keyed: true, args: noArgs, pattern: listRecentPattern},
+	// Limiter libraries' own scripts, the same bytes on both servers.
+	{name: "redis-rate", family: "redis-rate", native: KindAny, command: "redis_rate allowN", keyed: true, decision: true, args: noArgs, lib: redisRateLib},
+	{name: "rlflex", family: "rlflex", native: KindAny, command: "rate-limiter-flexible incrTtl", keyed: true, decision: true, args: noArgs, lib: rlflexLib},
+	{name: "rate-limit-redis", family: "rate-limit-redis", native: KindAny, command: "rate-limit-redis increment", keyed: true, decision: true, args: noArgs, lib: rateLimitRedisLib},
 }
 
 // ModeNames lists every mode name, in table order.
@@ -178,6 +185,11 @@ func (m *mode) forKind(k Kind) *mode {
 func (m *mode) request(lim Limit, sha string) request {
 	if m.build != nil {
 		return m.build(lim)
+	}
+	if m.lib != nil {
+		// What the measured path sends most: EVALSHA. Each connection's
+		// libConn encodes the calls themselves.
+		return newRequest([]string{m.lib.evalsha, m.lib.sha, "1"}, true, nil)
 	}
 	if m.script != "" {
 		return newRequest([]string{"EVALSHA", sha, "1"}, true, m.args(lim))

@@ -55,6 +55,10 @@ func WriteTable(w io.Writer, results []Result) error {
 		if r.Failure != "" {
 			fmt.Fprintf(w, "%s %s: run failed: %s\n", r.Target, r.Mode, r.Failure)
 		}
+		if r.ScriptFallbacks > 0 {
+			fmt.Fprintf(w, "%s %s: %d NOSCRIPT replies, each answered with the library's fallback (%s)\n",
+				r.Target, r.Mode, r.ScriptFallbacks, fallbackName(r.Mode))
+		}
 		if r.CPUError != "" {
 			fmt.Fprintf(w, "%s %s: server CPU not measured: %s\n", r.Target, r.Mode, r.CPUError)
 		}
@@ -62,18 +66,34 @@ func WriteTable(w io.Writer, results []Result) error {
 	return nil
 }
 
+// fallbackName says what a library mode sends after NOSCRIPT.
+func fallbackName(modeName string) string {
+	m, err := lookupMode(modeName)
+	if err != nil || m.lib == nil {
+		return "?"
+	}
+	if m.lib.onNoScript == reloadThenEvalsha {
+		return "SCRIPT LOAD, then EVALSHA again"
+	}
+	return "the same call as EVAL"
+}
+
 // ratios compares, per family and run shape, the sluice target's
 // throughput with the redis target's, and their server CPU per request when
-// both were measured.
+// both were measured. A run whose every reply was an error (a server without
+// the command) is compared with nothing.
 func ratios(results []Result) []string {
 	var lines []string
+	answered := func(r Result) bool {
+		return r.Throughput > 0 && r.Failure == "" && r.Allowed+r.Limited > 0
+	}
 	for i, a := range results {
-		if a.Kind != KindSluice.String() || a.Throughput == 0 || a.Failure != "" {
+		if a.Kind != KindSluice.String() || !answered(a) {
 			continue
 		}
 		for _, b := range results[i+1:] {
 			if b.Kind == KindRedis.String() && b.Family == a.Family && b.Conns == a.Conns &&
-				b.Pipeline == a.Pipeline && b.Rate == a.Rate && b.Throughput > 0 && b.Failure == "" {
+				b.Pipeline == a.Pipeline && b.Rate == a.Rate && answered(b) {
 				lines = append(lines, fmt.Sprintf("%s: %s %s / %s %s throughput = %.2fx",
 					a.Family, a.Target, a.Mode, b.Target, b.Mode, a.Throughput/b.Throughput))
 				if a.ServerCPUPerOp > 0 && b.ServerCPUPerOp > 0 {

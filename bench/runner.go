@@ -66,6 +66,10 @@ type Result struct {
 	// run did not start.
 	Hist *hdrhistogram.Histogram `json:"-"`
 
+	// ScriptFallbacks counts, for library modes, the NOSCRIPT replies that
+	// were answered with the library's own fallback (EVAL, or SCRIPT LOAD
+	// then EVALSHA); the retried call's reply is what the request counts.
+	ScriptFallbacks int64 `json:"script_fallbacks,omitempty"`
 	// FirstError is the first error reply (or unexpected reply) seen.
 	FirstError string `json:"first_error,omitempty"`
 	// Failure is the error that ended the run early, if any.
@@ -154,8 +158,16 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	var sha string
 	if m.script != "" {
-		if sha, err = loadScript(conns[0], m, cfg.Timeout); err != nil {
+		if sha, err = loadScript(conns[0], m.command, m.script, cfg.Timeout); err != nil {
 			return fail(fmt.Errorf("%s %s: %w", res.Target, cfg.Target.Addr, err))
+		}
+	}
+	if m.lib != nil {
+		// What the library does when it starts: nothing, or SCRIPT LOAD.
+		for _, body := range m.lib.load {
+			if _, err := loadScript(conns[0], m.name, body, cfg.Timeout); err != nil {
+				return fail(fmt.Errorf("%s %s: %w", res.Target, cfg.Target.Addr, err))
+			}
 		}
 	}
 	for len(conns) < cfg.Conns {
@@ -196,6 +208,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		workers[i] = newWorker(i, c, cfg, req)
 		workers[i].share = share
 		workers[i].pat, workers[i].seq = pat, seq
+		if m.lib != nil {
+			// Arguments were checked by prepare.
+			if workers[i].lib, err = newLibConn(m.lib, cfg.Limit); err != nil {
+				return fail(err)
+			}
+		}
 		if st.interval > 0 {
 			// Stagger the schedules so connections do not all fire together.
 			workers[i].offset = st.interval * time.Duration(i) / time.Duration(cfg.Conns)
@@ -268,6 +286,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		res.Limited += w.limited
 		res.Errors += w.errors
 		res.Unanswered += w.unanswered
+		if w.lib != nil {
+			res.ScriptFallbacks += w.lib.fallbacks
+		}
 		if res.FirstError == "" {
 			res.FirstError = w.firstErr
 		}
@@ -333,21 +354,21 @@ func secure(c net.Conn, t Target, timeout time.Duration) (net.Conn, error) {
 	return c, nil
 }
 
-func loadScript(c net.Conn, m *mode, timeout time.Duration) (string, error) {
-	sum := sha1.Sum([]byte(m.script))
+func loadScript(c net.Conn, name, script string, timeout time.Duration) (string, error) {
+	sum := sha1.Sum([]byte(script))
 	want := hex.EncodeToString(sum[:])
 	c.SetDeadline(time.Now().Add(timeout))
 	defer c.SetDeadline(time.Time{})
 	rd := newReplyReader(4096)
-	resp, err := roundTrip(c, &rd, "SCRIPT", "LOAD", m.script)
+	resp, err := roundTrip(c, &rd, "SCRIPT", "LOAD", script)
 	if err != nil {
-		return "", fmt.Errorf("SCRIPT LOAD %s: %w", m.command, err)
+		return "", fmt.Errorf("SCRIPT LOAD %s: %w", name, err)
 	}
 	if resp.Type == redcon.Error {
-		return "", fmt.Errorf("SCRIPT LOAD %s: %s", m.command, resp.Data)
+		return "", fmt.Errorf("SCRIPT LOAD %s: %s", name, resp.Data)
 	}
 	if got := string(resp.Data); got != want {
-		return "", fmt.Errorf("SCRIPT LOAD %s: server answered %q, want SHA1 %s", m.command, resp.Raw, want)
+		return "", fmt.Errorf("SCRIPT LOAD %s: server answered %q, want SHA1 %s", name, resp.Raw, want)
 	}
 	return want, nil
 }
@@ -388,6 +409,7 @@ type worker struct {
 	req      request
 	pat      *pattern // set: each request is this operation
 	seq      *patternSeq
+	lib      *libConn // set: each request is a library's script call
 	pipeline int
 	rng      *rand.Rand
 	keys     uint64
@@ -505,6 +527,9 @@ func (w *worker) run(st *runState) {
 // when the batch counts as sent (the write time, or its scheduled time in
 // open loop); now is the current time.
 func (w *worker) batch(st *runState, n int, now, sent time.Time) error {
+	if w.lib != nil {
+		return w.libBatch(st, n, now, sent)
+	}
 	w.wbuf = w.wbuf[:0]
 	perOp := 1
 	if w.pat != nil {
@@ -517,13 +542,8 @@ func (w *worker) batch(st *runState, n int, now, sent time.Time) error {
 			w.wbuf = w.req.appendTo(w.wbuf, w.nextKey())
 		}
 	}
-	// Refreshing the deadline every batch would cost a timer update per
-	// batch; once it is half used up is often enough.
-	if w.deadline.Sub(now) < st.timeout/2 {
-		w.deadline = now.Add(st.timeout)
-		if err := w.conn.SetDeadline(w.deadline); err != nil {
-			return err
-		}
+	if err := w.refreshDeadline(st, now); err != nil {
+		return err
 	}
 	if st.interval == 0 {
 		sent = time.Now()
@@ -567,15 +587,7 @@ func (w *worker) batch(st *runState, n int, now, sent time.Time) error {
 		} else {
 			w.count(resp, st.decision)
 		}
-		lat := int64(arrived.Sub(sent))
-		if lat < histMin {
-			lat = histMin
-		} else if lat > histMax {
-			lat = histMax
-		}
-		// In range by construction, so RecordValue cannot fail (and its
-		// error path would allocate).
-		_ = w.hist.RecordValue(lat)
+		w.record(arrived.Sub(sent))
 		got++
 	}
 	w.progress.Add(int64(n))
@@ -583,6 +595,30 @@ func (w *worker) batch(st *runState, n int, now, sent time.Time) error {
 		return fmt.Errorf("%w: %d bytes arrived beyond the replies expected", errProtocol, w.rd.buffered())
 	}
 	return nil
+}
+
+// refreshDeadline pushes the connection's I/O deadline out. Refreshing it
+// every batch would cost a timer update per batch; once it is half used up
+// is often enough.
+func (w *worker) refreshDeadline(st *runState, now time.Time) error {
+	if w.deadline.Sub(now) < st.timeout/2 {
+		w.deadline = now.Add(st.timeout)
+		return w.conn.SetDeadline(w.deadline)
+	}
+	return nil
+}
+
+// record adds one request's latency to the histogram.
+func (w *worker) record(d time.Duration) {
+	lat := int64(d)
+	if lat < histMin {
+		lat = histMin
+	} else if lat > histMax {
+		lat = histMax
+	}
+	// In range by construction, so RecordValue cannot fail (and its error
+	// path would allocate).
+	_ = w.hist.RecordValue(lat)
 }
 
 // countBad counts an operation whose reply resp was an error (or a nil

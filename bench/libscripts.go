@@ -1,0 +1,506 @@
+package bench
+
+import (
+	"bytes"
+	"crypto/sha1"
+	_ "embed"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tidwall/redcon"
+)
+
+// Library modes: the scripts that real limiter libraries send, byte for
+// byte as they send them, on the same key shapes, with the same arguments,
+// the same command spelling and the same reaction to NOSCRIPT. Their wire
+// traffic was captured from the libraries themselves (testdata/libcapture)
+// and a test replays the capture's scenario here and compares the bytes.
+//
+// Each embedded file carries a header of Lua comments naming its source; the
+// header ends at headerEnd and is not part of what is sent.
+
+var (
+	//go:embed scripts/redis_rate_allown.lua
+	redisRateFile string
+	//go:embed scripts/rlflex_incr_ttl.lua
+	rlflexFile string
+	//go:embed scripts/rate_limit_redis_increment.lua
+	rateLimitRedisIncrFile string
+	//go:embed scripts/rate_limit_redis_get.lua
+	rateLimitRedisGetFile string
+)
+
+const headerEnd = "-- sluice-bench: end of header\n"
+
+// scriptBody is what follows an embedded file's header.
+func scriptBody(file string) string {
+	_, body, ok := strings.Cut(file, headerEnd)
+	if !ok {
+		panic("bench: embedded library script without its header marker")
+	}
+	return body
+}
+
+func sha1Hex(s string) string {
+	sum := sha1.Sum([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// noScriptPolicy is what a library does when EVALSHA answers NOSCRIPT.
+type noScriptPolicy uint8
+
+const (
+	// resendEval sends the same call again as EVAL with the script's text
+	// (go-redis Script.Run; ioredis custom commands).
+	resendEval noScriptPolicy = iota
+	// reloadThenEvalsha sends SCRIPT LOAD, then the same EVALSHA again
+	// (rate-limit-redis).
+	reloadThenEvalsha
+)
+
+// libScript is one library's limiter call.
+type libScript struct {
+	source string // library and version, for messages
+	body   string // the script, exactly as the library sends it
+	sha    string
+	// keyPrefix is what the library puts before the caller's key.
+	keyPrefix string
+	// eval and evalsha are the command names as the library spells them.
+	eval, evalsha string
+	// evalFirst: the first call on each connection is EVAL, later ones
+	// EVALSHA, and a NOSCRIPT makes the next call EVAL again (ioredis
+	// tracks per socket whether it sent the script).
+	evalFirst  bool
+	onNoScript noScriptPolicy
+	// load lists the scripts SCRIPT LOADed once at the start of a run, as
+	// the library does when it starts (rate-limit-redis's init).
+	load []string
+	// args returns the arguments after the key for a limit, or why the
+	// library cannot express it.
+	args func(Limit) ([]string, error)
+	// decide counts one reply: allowed or refused, or an error with a
+	// description. With check it also verifies the whole reply's shape.
+	decide func(resp redcon.RESP, lim Limit, check bool) (outcome, string)
+}
+
+var (
+	redisRateLib = &libScript{
+		source:    "go-redis/redis_rate v10.0.1",
+		body:      scriptBody(redisRateFile),
+		keyPrefix: "rate:",
+		eval:      "eval", evalsha: "evalsha",
+		onNoScript: resendEval,
+		args:       redisRateArgs,
+		decide:     redisRateDecide,
+	}
+	rlflexLib = &libScript{
+		source:    "rate-limiter-flexible 11.4.0 RateLimiterRedis (ioredis)",
+		body:      scriptBody(rlflexFile),
+		keyPrefix: "rlflx:",
+		eval:      "eval", evalsha: "evalsha",
+		evalFirst:  true,
+		onNoScript: resendEval,
+		args:       rlflexArgs,
+		decide:     rlflexDecide,
+	}
+	rateLimitRedisLib = &libScript{
+		source:    "rate-limit-redis 6.0.1 (express-rate-limit)",
+		body:      scriptBody(rateLimitRedisIncrFile),
+		keyPrefix: "rl:",
+		eval:      "EVAL", evalsha: "EVALSHA",
+		onNoScript: reloadThenEvalsha,
+		load:       []string{scriptBody(rateLimitRedisIncrFile), scriptBody(rateLimitRedisGetFile)},
+		args:       rateLimitRedisArgs,
+		decide:     rateLimitRedisDecide,
+	}
+)
+
+func init() {
+	for _, l := range []*libScript{redisRateLib, rlflexLib, rateLimitRedisLib} {
+		l.sha = sha1Hex(l.body)
+	}
+}
+
+// libDefaults fills a limit for a library mode. As redis_rate's PerSecond,
+// PerMinute and PerHour do, the burst defaults to the rate.
+func libDefaults(l Limit) Limit {
+	if l.Count == 0 {
+		l.Count = 100
+	}
+	if l.Burst == 0 {
+		l.Burst = l.Count
+	}
+	return l.withDefaults()
+}
+
+// redisRateArgs: AllowN(ctx, key, Limit{Rate, Burst, Period}, n) sends
+// burst, rate, period in seconds (a float64, which go-redis formats with
+// strconv 'f' -1) and n. Allow(ctx, key, PerSecond(r)) is rate r, burst r,
+// period "1", n 1.
+func redisRateArgs(l Limit) ([]string, error) {
+	if l.Count > math.MaxInt32 || l.Burst > math.MaxInt32 {
+		return nil, fmt.Errorf("redis-rate: limit %d, burst %d: redis_rate's Limit holds ints", l.Count, l.Burst)
+	}
+	return []string{itoa(l.Burst), itoa(l.Count), ftoa(l.Period), itoa(l.Cost)}, nil
+}
+
+// rlflexArgs: consume(key, points) sends String(points),
+// String(floor(duration)), String(this.points), String(this.duration).
+// Below one second the library runs MULTI INCRBY PTTL instead of the
+// script, so such a period is refused here.
+func rlflexArgs(l Limit) ([]string, error) {
+	sec := math.Floor(l.Period)
+	if sec < 1 || sec > 1<<53 {
+		return nil, fmt.Errorf("rlflex: period %v s: rate-limiter-flexible runs its script only for durations of 1 s or more (shorter ones use MULTI INCRBY PTTL)", l.Period)
+	}
+	return []string{itoa(l.Cost), ftoa(sec), itoa(l.Count), ftoa(l.Period)}, nil
+}
+
+// rateLimitRedisArgs: increment(key) sends windowMs.toString(). The store
+// counts one hit per request, so a cost other than 1 cannot be sent.
+func rateLimitRedisArgs(l Limit) ([]string, error) {
+	ms := l.Period * 1000
+	if ms != math.Trunc(ms) || ms < 1 || ms > 1<<53 {
+		return nil, fmt.Errorf("rate-limit-redis: period %v s: express-rate-limit's windowMs is a whole number of milliseconds", l.Period)
+	}
+	if l.Cost != 1 {
+		return nil, fmt.Errorf("rate-limit-redis: cost %d: the store counts exactly one hit per request", l.Cost)
+	}
+	return []string{ftoa(ms)}, nil
+}
+
+// libCheckEvery: one reply in this many (and each connection's first) has
+// its whole shape checked; every reply is counted by its decision field.
+const libCheckEvery = 32
+
+// elems reads the n elements of array resp into dst, or reports that resp
+// is not an array of n.
+func elems(resp redcon.RESP, n int, dst []redcon.RESP) ([]redcon.RESP, bool) {
+	if resp.Type != redcon.Array || resp.Count != n {
+		return nil, false
+	}
+	dst = dst[:0]
+	data := resp.Data
+	for range n {
+		k, e := redcon.ReadNextRESP(data)
+		if k == 0 {
+			return nil, false
+		}
+		dst = append(dst, e)
+		data = data[k:]
+	}
+	return dst, true
+}
+
+func respInt(e redcon.RESP) (int64, bool) {
+	if e.Type != redcon.Integer {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(string(e.Data), 10, 64)
+	return v, err == nil
+}
+
+func badShape(mode, why string, resp redcon.RESP) (outcome, string) {
+	return outError, mode + " reply " + why + ": " + describeBad(resp)
+}
+
+// redisRateDecide: {allowed, remaining, retry_after, reset_after}, the
+// first two integers (Redis truncates the script's numbers), the last two
+// the script's tostring() of a float. Allowed is the units admitted: cost,
+// or 0 when refused (what redis_rate's callers test).
+func redisRateDecide(resp redcon.RESP, lim Limit, check bool) (outcome, string) {
+	if resp.Type == redcon.Error {
+		return outError, string(resp.Data)
+	}
+	var buf [4]redcon.RESP
+	e, ok := elems(resp, 4, buf[:])
+	if !ok {
+		return badShape("redis-rate", "is not an array of 4", resp)
+	}
+	allowed, ok := respInt(e[0])
+	if !ok || (allowed != 0 && allowed != lim.Cost) {
+		return badShape("redis-rate", "allowed is not 0 or the cost", resp)
+	}
+	if check {
+		remaining, ok := respInt(e[1])
+		if !ok || remaining < 0 || remaining > lim.Burst {
+			return badShape("redis-rate", "remaining is not an integer in [0, burst]", resp)
+		}
+		if e[2].Type != redcon.Bulk || e[3].Type != redcon.Bulk {
+			return badShape("redis-rate", "retry_after and reset_after are not strings", resp)
+		}
+		retry, err1 := strconv.ParseFloat(string(e[2].Data), 64)
+		reset, err2 := strconv.ParseFloat(string(e[3].Data), 64)
+		if err1 != nil || err2 != nil || !(reset >= 0) || math.IsNaN(retry) {
+			return badShape("redis-rate", "retry_after or reset_after is not a number (reset_after >= 0)", resp)
+		}
+		if allowed > 0 && string(e[2].Data) != "-1" {
+			return badShape("redis-rate", `admitted but retry_after is not "-1"`, resp)
+		}
+		if allowed == 0 && lim.Cost > 0 && (remaining != 0 || !(retry > 0)) {
+			return badShape("redis-rate", "refused with remaining > 0 or retry_after <= 0", resp)
+		}
+	}
+	if allowed > 0 {
+		return outAllowed, ""
+	}
+	return outLimited, ""
+}
+
+// rlflexDecide: {consumed, ttl_ms}; rate-limiter-flexible rejects when
+// consumed exceeds points.
+func rlflexDecide(resp redcon.RESP, lim Limit, check bool) (outcome, string) {
+	return counterDecide("rlflex", resp, lim.Count, lim.Cost, int64(math.Floor(lim.Period))*1000, check)
+}
+
+// rateLimitRedisDecide: {totalHits, timeToExpire_ms}; express-rate-limit
+// refuses when totalHits exceeds the limit.
+func rateLimitRedisDecide(resp redcon.RESP, lim Limit, check bool) (outcome, string) {
+	return counterDecide("rate-limit-redis", resp, lim.Count, 1, int64(lim.Period*1000), check)
+}
+
+// counterDecide reads the {count, ttl_ms} reply of a fixed-window counter.
+// The count is at least one request's cost, the TTL in [0, window].
+func counterDecide(mode string, resp redcon.RESP, limit, cost, windowMs int64, check bool) (outcome, string) {
+	if resp.Type == redcon.Error {
+		return outError, string(resp.Data)
+	}
+	var buf [2]redcon.RESP
+	e, ok := elems(resp, 2, buf[:])
+	if !ok {
+		return badShape(mode, "is not an array of 2", resp)
+	}
+	count, ok := respInt(e[0])
+	if !ok {
+		return badShape(mode, "count is not an integer", resp)
+	}
+	if check {
+		ttl, ok := respInt(e[1])
+		if count < cost || !ok || ttl < 0 || ttl > windowMs {
+			return badShape(mode, fmt.Sprintf("is not {count >= %d, ttl in [0, %d]}", cost, windowMs), resp)
+		}
+	}
+	if count > limit {
+		return outLimited, ""
+	}
+	return outAllowed, ""
+}
+
+// isNoScript reports a NOSCRIPT error reply.
+func isNoScript(resp redcon.RESP) bool {
+	return resp.Type == redcon.Error && bytes.HasPrefix(resp.Data, []byte("NOSCRIPT"))
+}
+
+// libConn is one connection's state for a library mode.
+type libConn struct {
+	lib     *libScript
+	lim     Limit
+	call    request // evalsha sha 1 key args...
+	evalReq request // eval body 1 key args...
+	load    []byte  // SCRIPT LOAD body, encoded
+	// sent says the connection has sent the script (evalFirst libraries).
+	sent bool
+	// The batch's keys, flattened, and where each ends.
+	keys []byte
+	ends []int
+	// pending holds the batch positions answered NOSCRIPT.
+	pending []int
+	seen    int64
+	// fallbacks counts NOSCRIPT replies answered with the library's
+	// fallback.
+	fallbacks int64
+}
+
+func newLibConn(l *libScript, lim Limit) (*libConn, error) {
+	args, err := l.args(lim)
+	if err != nil {
+		return nil, err
+	}
+	return &libConn{
+		lib:     l,
+		lim:     lim,
+		call:    newRequest([]string{l.evalsha, l.sha, "1"}, true, args),
+		evalReq: newRequest([]string{l.eval, l.body, "1"}, true, args),
+		load:    newRequest([]string{"SCRIPT", "LOAD", l.body}, false, nil).head,
+	}, nil
+}
+
+// appendCall appends the library's call for key: EVALSHA, or EVAL where
+// the library would send the script itself.
+func (c *libConn) appendCall(dst, key []byte) []byte {
+	if c.lib.evalFirst && !c.sent {
+		c.sent = true
+		return c.evalReq.appendTo(dst, key)
+	}
+	return c.call.appendTo(dst, key)
+}
+
+// appendRetry appends what the library sends after a NOSCRIPT for key, and
+// returns how many replies that asks for.
+func (c *libConn) appendRetry(dst, key []byte) ([]byte, int) {
+	switch {
+	case c.lib.onNoScript == reloadThenEvalsha:
+		dst = append(dst, c.load...)
+		return c.call.appendTo(dst, key), 2
+	case c.lib.evalFirst:
+		return c.appendCall(dst, key), 1
+	}
+	return c.evalReq.appendTo(dst, key), 1
+}
+
+func (c *libConn) noScript() {
+	c.fallbacks++
+	c.sent = false
+}
+
+func (c *libConn) key(i int) []byte {
+	start := 0
+	if i > 0 {
+		start = c.ends[i-1]
+	}
+	return c.keys[start:c.ends[i]]
+}
+
+// decide counts one call's reply.
+func (c *libConn) decide(resp redcon.RESP) (outcome, string) {
+	check := c.seen%libCheckEvery == 0
+	c.seen++
+	return c.lib.decide(resp, c.lim, check)
+}
+
+// libBatch writes n library calls in one write and reads their replies.
+// Calls answered NOSCRIPT are sent again, after the batch, the way the
+// library does it; such a request counts by its second reply, and its
+// latency runs to that reply.
+func (w *worker) libBatch(st *runState, n int, now, sent time.Time) error {
+	c := w.lib
+	w.wbuf = w.wbuf[:0]
+	c.keys, c.ends = c.keys[:0], c.ends[:0]
+	for range n {
+		k := w.nextKey()
+		c.keys = append(c.keys, k...)
+		c.ends = append(c.ends, len(c.keys))
+		w.wbuf = c.appendCall(w.wbuf, k)
+	}
+	if err := w.refreshDeadline(st, now); err != nil {
+		return err
+	}
+	if st.interval == 0 {
+		sent = time.Now()
+	}
+	if _, err := w.conn.Write(w.wbuf); err != nil {
+		w.unanswered += int64(n)
+		return fmt.Errorf("write: %w", err)
+	}
+	arrived := sent
+	c.pending = c.pending[:0]
+	for got := 0; got < n; {
+		resp, ok, err := w.rd.next()
+		if err != nil {
+			w.unanswered += int64(n - got + len(c.pending))
+			return err
+		}
+		if !ok {
+			if err := w.rd.fill(w.conn); err != nil {
+				w.unanswered += int64(n - got + len(c.pending))
+				return fmt.Errorf("read: %w", err)
+			}
+			arrived = time.Now()
+			continue
+		}
+		if isNoScript(resp) {
+			c.noScript()
+			c.pending = append(c.pending, got)
+		} else {
+			w.countLib(resp)
+			w.record(arrived.Sub(sent))
+		}
+		got++
+	}
+	if len(c.pending) > 0 {
+		if err := w.libRetry(sent); err != nil {
+			return err
+		}
+	}
+	w.progress.Add(int64(n))
+	if w.rd.buffered() > 0 {
+		return fmt.Errorf("%w: %d bytes arrived beyond the replies expected", errProtocol, w.rd.buffered())
+	}
+	return nil
+}
+
+// libRetry sends the library's fallback for every pending call and counts
+// their replies. A fallback that fails again is an error, as it is for the
+// libraries, which retry once.
+func (w *worker) libRetry(sent time.Time) error {
+	c := w.lib
+	w.wbuf = w.wbuf[:0]
+	per := 1
+	for _, i := range c.pending {
+		w.wbuf, per = c.appendRetry(w.wbuf, c.key(i))
+	}
+	left := len(c.pending)
+	if _, err := w.conn.Write(w.wbuf); err != nil {
+		w.unanswered += int64(left)
+		return fmt.Errorf("write: %w", err)
+	}
+	arrived := time.Now()
+	// With SCRIPT LOAD first, a request's load reply comes before its
+	// call's; a failed load fails the request.
+	part, loadBad := 0, ""
+	for left > 0 {
+		resp, ok, err := w.rd.next()
+		if err != nil {
+			w.unanswered += int64(left)
+			return err
+		}
+		if !ok {
+			if err := w.rd.fill(w.conn); err != nil {
+				w.unanswered += int64(left)
+				return fmt.Errorf("read: %w", err)
+			}
+			arrived = time.Now()
+			continue
+		}
+		if part++; part < per {
+			if resp.Type == redcon.Error {
+				loadBad = "SCRIPT LOAD after NOSCRIPT: " + string(resp.Data)
+			} else if string(resp.Data) != c.lib.sha {
+				loadBad = "SCRIPT LOAD after NOSCRIPT answered " + describeBad(resp)
+			}
+			continue
+		}
+		if loadBad != "" {
+			w.errors++
+			if w.firstErr == "" {
+				w.firstErr = loadBad
+			}
+		} else {
+			w.countLib(resp)
+		}
+		w.record(arrived.Sub(sent))
+		part, loadBad = 0, ""
+		left--
+	}
+	return nil
+}
+
+// countLib counts one library call's reply.
+func (w *worker) countLib(resp redcon.RESP) {
+	out, why := w.lib.decide(resp)
+	switch out {
+	case outAllowed:
+		w.allowed++
+	case outLimited:
+		w.limited++
+	default:
+		w.errors++
+		if w.firstErr == "" {
+			w.firstErr = why
+		}
+	}
+}
