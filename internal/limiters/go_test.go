@@ -28,14 +28,16 @@ type goScenario func(ctx context.Context, t *testing.T, lib, plain *redis.Client
 // reply's shape, is the transcript's last step ("wire").
 func runGo(t *testing.T, scenario goScenario) (redisTr, sluiceTr []any) {
 	t.Helper()
-	var out [][]any
-	for _, e := range endpoints(t) {
+	return differential(t, func(e endpoint) []any {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
 		opts := func() *redis.Options {
 			return &redis.Options{Network: e.network, Addr: e.addr, MaxRetries: -1,
 				ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second}
 		}
 		lib, plain := redis.NewClient(opts()), redis.NewClient(opts())
+		defer lib.Close()
+		defer plain.Close()
 		w := &wire{}
 		lib.AddHook(w)
 		var tr transcript
@@ -43,12 +45,8 @@ func runGo(t *testing.T, scenario goScenario) (redisTr, sluiceTr []any) {
 		scenario(ctx, t, lib, plain, &tr)
 		t.Logf("%s: the scenario took %v", e.name, time.Since(start).Round(time.Millisecond))
 		tr.add("wire", "ops", w.ops)
-		lib.Close()
-		plain.Close()
-		cancel()
-		out = append(out, normalize(t, tr.steps))
-	}
-	return out[0], out[1]
+		return normalize(t, tr.steps)
+	})
 }
 
 // wire is a go-redis hook that records each command a library sends:

@@ -19,7 +19,7 @@
 // exact binary fractions of a second), and a value that measures time is
 // compared with a tolerance named by its field: "_ms" (milliseconds,
 // within 1000 ms of each other) and "_s" (seconds, within 1 s), except
-// that negative values (-1 no expiry, -2 no key) must be equal. No
+// that the integers -1 (no expiry) and -2 (no key) must be equal. No
 // transcript holds an absolute time: the scenarios emit times relative to
 // the clock they came from, since the two runs happen seconds apart.
 package limiters
@@ -116,8 +116,20 @@ func decode(t *testing.T, b []byte) []any {
 // compareTranscripts requires got (Sluice) to match want (Redis) step by
 // step, with the tolerances of the package comment, and reports every
 // difference.
+//
+// With LIMITERS_DUMP=DIR, both transcripts are also written to DIR (as
+// TEST.redis.json and TEST.sluice.json), to read whole.
 func compareTranscripts(t *testing.T, want, got []any) {
 	t.Helper()
+	if dir := os.Getenv("LIMITERS_DUMP"); dir != "" {
+		base := filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_"))
+		for suffix, tr := range map[string][]any{".redis.json": want, ".sluice.json": got} {
+			b, _ := json.MarshalIndent(tr, "", "  ")
+			if err := os.WriteFile(base+suffix, b, 0o644); err != nil {
+				t.Log(err)
+			}
+		}
+	}
 	var diffs []string
 	n := max(len(want), len(got))
 	for i := range n {
@@ -148,11 +160,10 @@ func compareTranscripts(t *testing.T, want, got []any) {
 	t.Logf("Sluice transcript: %s", gb)
 }
 
-func diffValues(diffs []string, where, key string, w, g any) []string {
-	at := where
-	if key != "" {
-		at += "." + key
-	}
+// diffValues appends where w and g differ. at is the path shown; name is
+// the field whose tolerance applies (an array's elements take their
+// field's).
+func diffValues(diffs []string, at, name string, w, g any) []string {
 	switch wv := w.(type) {
 	case map[string]any:
 		gv, ok := g.(map[string]any)
@@ -170,7 +181,7 @@ func diffValues(diffs []string, where, key string, w, g any) []string {
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			diffs = diffValues(diffs, at, k, wv[k], gv[k])
+			diffs = diffValues(diffs, at+"."+k, k, wv[k], gv[k])
 		}
 		return diffs
 	case []any:
@@ -179,11 +190,11 @@ func diffValues(diffs []string, where, key string, w, g any) []string {
 			return append(diffs, fmt.Sprintf("%s: Redis %s, Sluice %s", at, show(w), show(g)))
 		}
 		for i := range wv {
-			diffs = diffValues(diffs, at, fmt.Sprint(i), wv[i], gv[i])
+			diffs = diffValues(diffs, fmt.Sprintf("%s[%d]", at, i), name, wv[i], gv[i])
 		}
 		return diffs
 	}
-	if tol, ok := tolerance(key); ok {
+	if tol, ok := tolerance(name); ok {
 		if within(w, g, tol) {
 			return diffs
 		}
@@ -206,8 +217,9 @@ func tolerance(key string) (float64, bool) {
 	return 0, false
 }
 
-// within: both numbers, equal if either is negative (-1 and -2 are
-// answers, not durations), else at most tol apart.
+// within: both numbers, equal if either is exactly -1 or -2 (answers
+// of TTL and PTTL, not durations), else at most tol apart. Anything else
+// must be equal.
 func within(w, g any, tol float64) bool {
 	wn, ok1 := w.(json.Number)
 	gn, ok2 := g.(json.Number)
@@ -219,8 +231,9 @@ func within(w, g any, tol float64) bool {
 	if err1 != nil || err2 != nil {
 		return false
 	}
-	if a < 0 || b < 0 {
-		return a == b
+	answer := func(n json.Number) bool { return n == "-1" || n == "-2" }
+	if answer(wn) || answer(gn) {
+		return wn == gn
 	}
 	return math.Abs(a-b) <= tol
 }
@@ -252,6 +265,16 @@ func field(t *testing.T, tr []any, name, key string) any {
 	return nil
 }
 
+// splitCheck splits "step/field" at its last slash (steps may hold
+// slashes, fields do not).
+func splitCheck(c string) (name, key string, ok bool) {
+	i := strings.LastIndex(c, "/")
+	if i < 0 {
+		return "", "", false
+	}
+	return c[:i], c[i+1:], true
+}
+
 // expect checks the Redis transcript: each of its fields named by
 // "step/field" must be want (compared as JSON text). It keeps a scenario
 // honest: against Redis it must do what the library documents.
@@ -263,7 +286,7 @@ func expect(t *testing.T, tr []any, checks map[string]any) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		name, key, ok := strings.Cut(k, "/")
+		name, key, ok := splitCheck(k)
 		if !ok {
 			t.Fatalf("bad check %q", k)
 		}
@@ -278,7 +301,7 @@ func expect(t *testing.T, tr []any, checks map[string]any) {
 // in [lo, hi].
 func expectRange(t *testing.T, tr []any, check string, lo, hi float64) {
 	t.Helper()
-	name, key, _ := strings.Cut(check, "/")
+	name, key, _ := splitCheck(check)
 	v := field(t, tr, name, key)
 	n, ok := v.(json.Number)
 	f, err := n.Float64()
