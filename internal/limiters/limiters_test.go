@@ -22,6 +22,19 @@
 // that the integers -1 (no expiry) and -2 (no key) must be equal. No
 // transcript holds an absolute time: the scenarios emit times relative to
 // the clock they came from, since the two runs happen seconds apart.
+//
+// Each test also has a subtest "replay": the commands Redis executed for
+// the scenario (MONITOR, scripts' own commands included), less scripting
+// and connection commands, sent to a fresh Redis and a fresh Sluice side
+// by side, replies compared byte for byte (replay_test.go). It tells a
+// failure of scripting from one of the commands around it.
+//
+// Go scenarios also record, as their last step ("wire"), each command the
+// library sent and its outcome (an error's text, a script reply's shape).
+//
+// Environment: LIMITERS_SECOND=redis runs a second redis-server in
+// Sluice's place (a check of the scenarios: Redis must agree with
+// itself); LIMITERS_DUMP=DIR writes both transcripts of each test to DIR.
 package limiters
 
 import (
