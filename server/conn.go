@@ -209,18 +209,7 @@ func (c *client) process() {
 // dispatch looks a command up, checks arity and AUTH, and either parses it
 // into the pending engine batch or runs it on the connection.
 func (c *client) dispatch(args [][]byte) {
-	var lower [32]byte
-	name := args[0]
-	if len(name) <= len(lower) {
-		for i, ch := range name {
-			if 'A' <= ch && ch <= 'Z' {
-				ch += 'a' - 'A'
-			}
-			lower[i] = ch
-		}
-		name = lower[:len(name)]
-	}
-	cmd := commands[string(name)]
+	cmd := lookupCommand(args[0])
 	if cmd == nil {
 		c.reject(unknownCommand(args))
 		return
@@ -280,6 +269,22 @@ func (c *client) dispatch(args [][]byte) {
 		return
 	}
 	c.slots = append(c.slots, slot{idx: int32(len(c.batch.Cmds) - 1)})
+}
+
+// lookupCommand finds a command's row by name, in any case, without
+// allocating.
+func lookupCommand(name []byte) *command {
+	var lower [32]byte
+	if len(name) <= len(lower) {
+		for i, ch := range name {
+			if 'A' <= ch && ch <= 'Z' {
+				ch += 'a' - 'A'
+			}
+			lower[i] = ch
+		}
+		name = lower[:len(name)]
+	}
+	return commands[string(name)]
 }
 
 // parse makes ec the engine command for args, finished with the server's

@@ -80,6 +80,8 @@ type scriptRun struct {
 	cancel context.CancelFunc
 	timer  *time.Timer
 
+	cmd    engine.Command // the redis.call being run
+
 	mu     sync.Mutex // guards run against the timer
 	isBusy bool
 	killed bool
@@ -202,7 +204,7 @@ func (sr *scriptRun) Call(args [][]byte) engine.Reply {
 	if len(args) == 0 {
 		return rawErr("ERR Please specify at least one argument for this redis lib call")
 	}
-	cmd := commands[strings.ToLower(string(args[0]))]
+	cmd := lookupCommand(args[0])
 	if cmd == nil {
 		return rawErr("ERR Unknown Redis command called from script")
 	}
@@ -225,12 +227,20 @@ func (sr *scriptRun) Call(args [][]byte) engine.Reply {
 		return sr.serverCommand(cmd, args)
 	}
 	// The command's slices must outlive the call: a change is journaled
-	// from them when the hold ends.
+	// from them (the journal copies the Command itself) when the hold
+	// ends, after later calls and scripts. So they are fresh each call.
+	size := 0
+	for _, a := range args {
+		size += len(a)
+	}
+	buf := make([]byte, 0, size)
 	own := make([][]byte, len(args))
 	for i, a := range args {
-		own[i] = append([]byte(nil), a...)
+		buf = append(buf, a...)
+		own[i] = buf[len(buf)-len(a) : len(buf) : len(buf)]
 	}
-	ec := &engine.Command{}
+	ec := &sr.cmd
+	*ec = engine.Command{}
 	if err := cmd.parseInto(ec, own); err != nil {
 		return rawErr(errorText(err))
 	}
