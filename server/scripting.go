@@ -80,7 +80,7 @@ type scriptRun struct {
 	cancel context.CancelFunc
 	timer  *time.Timer
 
-	cmd    engine.Command // the redis.call being run
+	cmd engine.Command // the redis.call being run
 
 	mu     sync.Mutex // guards run against the timer
 	isBusy bool
