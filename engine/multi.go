@@ -230,13 +230,20 @@ func (e *Engine) appendShards(shards []int, c *Command) []int {
 		}
 	}
 	switch {
-	case spec.Keys == KeysAll || (c.Op == OpExec && hasScript(c.Sub)) || (spec.coordinated && e.wideScript(c)):
+	case spec.Keys == KeysAll:
 		for s := range e.shards {
 			add(s)
 		}
 	case len(c.Sub) > 0 || spec.coordinated:
+		// The sub-commands' keys are hashed even when every shard is
+		// held: they run on the shards their hashes name.
 		for i := range c.Sub {
 			shards = e.appendShards(shards, &c.Sub[i])
+		}
+		if (c.Op == OpExec && hasScript(c.Sub)) || (spec.coordinated && e.wideScript(c)) {
+			for s := range e.shards {
+				add(s)
+			}
 		}
 	default:
 		c.hash = shard.Hash(c.Key)

@@ -390,7 +390,7 @@ func prepareEval(cl *client, c *engine.Command) error {
 	} else {
 		sha, err := lua.Load(c.Value)
 		if err != nil {
-			return engine.RawError("ERR " + err.Error())
+			return err // a whole error line
 		}
 		c.Value, _ = lua.Body(sha)
 	}
@@ -431,7 +431,7 @@ func cmdScript(s *Server, c *client, args [][]byte) {
 	case sub == "load":
 		sha, err := sc.lua.Load(args[2])
 		if err != nil {
-			c.writeError(engine.RawError("ERR " + err.Error()))
+			c.writeError(err)
 			return
 		}
 		c.writeBulkString(sha)
