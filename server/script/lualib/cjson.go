@@ -183,10 +183,14 @@ func newCJSON(L *lua.LState, null *lua.LUserData) *lua.LTable {
 	return t
 }
 
-// cfgArgs is json_arg_init: at most n arguments.
+// cfgArgs is json_arg_init: at most n arguments, padded with nils so
+// that what the option functions push comes after them.
 func cfgArgs(L *lua.LState, n int) {
 	if L.GetTop() > n {
 		argError(L, n+1, "found too many arguments")
+	}
+	for L.GetTop() < n {
+		L.Push(lua.LNil)
 	}
 }
 

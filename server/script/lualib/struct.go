@@ -135,9 +135,60 @@ func (f *structFormat) control(opt byte) {
 	}
 }
 
+// packBuffer is struct.pack's output and its view of the arguments:
+// struct.c pushes a nil after them as a mark, so reading one argument
+// too many says "got nil" (and the next is never reached).
+type packBuffer struct {
+	L     *lua.LState
+	nargs int
+	b     []byte
+}
+
+func (p *packBuffer) add(s string) { p.b = append(p.b, s...) }
+
+// arg is stack slot k as struct.pack sees it, and whether it exists.
+func (p *packBuffer) arg(k int) (lua.LValue, bool) {
+	switch {
+	case k <= p.nargs:
+		return p.L.Get(k), true
+	case k == p.nargs+1:
+		return lua.LNil, true
+	}
+	return lua.LNil, false
+}
+
+func (p *packBuffer) typeError(k int, v lua.LValue, exists bool, expected string) {
+	got := "no value"
+	if exists {
+		got = v.Type().String()
+	}
+	argError(p.L, k, expected+" expected, got "+got)
+}
+
+func (p *packBuffer) number(k int) float64 {
+	v, exists := p.arg(k)
+	f, ok := toNumber(v)
+	if !ok {
+		p.typeError(k, v, exists, "number")
+	}
+	return f
+}
+
+func (p *packBuffer) string(k int) string {
+	v, exists := p.arg(k)
+	switch x := v.(type) {
+	case lua.LString:
+		return string(x)
+	case lua.LNumber:
+		return formatNumber(float64(x))
+	}
+	p.typeError(k, v, exists, "string")
+	return ""
+}
+
 func structPack(L *lua.LState) int {
 	f := newStructFormat(L)
-	var b []byte
+	p := &packBuffer{L: L, nargs: L.GetTop()}
 	arg := 2
 	var total uint64
 	for f.more() {
@@ -146,24 +197,24 @@ func structPack(L *lua.LState) int {
 		pad := f.toAlign(total, opt, size)
 		total += pad
 		for ; pad > 0; pad-- {
-			b = append(b, 0)
+			p.add("\x00")
 		}
 		switch opt {
 		case 'b', 'B', 'h', 'H', 'l', 'L', 'T', 'i', 'I':
-			b = putInteger(b, checkNumber(L, arg), f.h.big, int(size))
+			p.b = putInteger(p.b, p.number(arg), f.h.big, int(size))
 			arg++
 		case 'x':
-			b = append(b, 0)
+			p.add("\x00")
 		case 'f':
-			v := math.Float32bits(float32(checkNumber(L, arg)))
+			v := math.Float32bits(float32(p.number(arg)))
 			arg++
-			b = appendUint(b, uint64(v), 4, f.h.big)
+			p.b = appendUint(p.b, uint64(v), 4, f.h.big)
 		case 'd':
-			v := math.Float64bits(checkNumber(L, arg))
+			v := math.Float64bits(p.number(arg))
 			arg++
-			b = appendUint(b, v, 8, f.h.big)
+			p.b = appendUint(p.b, v, 8, f.h.big)
 		case 'c', 's':
-			s := checkLString(L, arg)
+			s := p.string(arg)
 			arg++
 			if size == 0 {
 				size = uint64(len(s))
@@ -173,9 +224,9 @@ func structPack(L *lua.LState) int {
 				// so it names the next one.
 				argError(L, arg, "string too short")
 			}
-			b = append(b, s[:size]...)
+			p.add(s[:size])
 			if opt == 's' {
-				b = append(b, 0)
+				p.add("\x00")
 				size++
 			}
 		default:
@@ -183,7 +234,7 @@ func structPack(L *lua.LState) int {
 		}
 		total += size
 	}
-	L.Push(lua.LString(b))
+	L.Push(lua.LString(p.b))
 	return 1
 }
 
