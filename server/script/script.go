@@ -7,13 +7,17 @@
 //
 // The package knows nothing of shards or of the command table: a running
 // script reaches the data only through its Host, which the server
-// implements on top of the engine's held run. Scripts are deterministic:
-// TIME is the Host's now and math.random restarts from the same seed on
-// every run, so a script replays to the same state on every node.
+// implements on top of the engine's held run. math.random is Redis 7.0's:
+// one rand48 sequence per Engine that runs on from script to script (7.0
+// no longer reseeds it before each script, as 6.x did) and that
+// math.randomseed moves for every later script; Redis 7 replicates a
+// script's effects, not the script, so this is only as deterministic as
+// the order scripts run in.
 package script
 
 import (
 	"context"
+	"strings"
 
 	"github.com/sluicehq/sluice/engine"
 )
@@ -24,13 +28,34 @@ type Host interface {
 	// Call runs one command of redis.call or redis.pcall (args[0] is its
 	// name, as the script passed it) and returns its reply; a failed
 	// command is an error reply, which redis.call raises and redis.pcall
-	// returns.
+	// returns. args are valid only until Call returns.
+	//
+	// An error reply's Err.Error() is the whole error line, code first.
+	// Redis's texts for what a script may not do come from the host
+	// (src/script.c scriptCall): "ERR Unknown Redis command called from
+	// script", "ERR Wrong number of args calling Redis command from
+	// script", "ERR This Redis command is not allowed from script", "ERR
+	// Write commands are not allowed from read-only scripts.", and for a
+	// script with a shebang the cluster, OOM and replica refusals.
+	// Replies keep their kinds: the script sees a map, a set or a double
+	// as RESP2 or RESP3 shows them, as redis.setresp chose.
 	Call(args [][]byte) engine.Reply
 	// Now is the script's clock (TIME), unix nanoseconds.
 	Now() int64
 	// Log receives redis.log(level, message).
 	Log(level int, msg string)
 }
+
+// ACLHost is a Host that can answer redis.acl_check_cmd: known says
+// whether args name a command, allowed whether the caller's user may run
+// it. Without it every command is known and allowed.
+type ACLHost interface {
+	CheckACL(args [][]byte) (known, allowed bool)
+}
+
+// NoScript is the error line for an EVALSHA of a script not in the
+// cache.
+const NoScript = "NOSCRIPT No matching script. Please use EVAL."
 
 // Flags are a script's shebang flags (#!lua flags=...).
 type Flags struct {
@@ -44,8 +69,12 @@ type Flags struct {
 
 // Config configures an Engine. The zero value is usable.
 type Config struct {
-	// TimeLimit is lua-time-limit / busy-reply-threshold; not enforced
-	// here (the caller cancels Run's context).
+	// MemoryLimit bounds how much a run may grow the heap, in bytes
+	// (0: 256 MiB; negative: no bound). Past it the script stops with
+	// Lua's "not enough memory" (Redis: "ERR Error running script <sha>,
+	// not enough memory"). Time is not bounded here: the caller cancels
+	// Run's context (SCRIPT KILL, busy-reply-threshold).
+	MemoryLimit int64
 }
 
 // Engine compiles, caches and runs scripts. Safe for concurrent use: each
@@ -56,9 +85,17 @@ type Engine struct{ impl *engineImpl }
 func New(cfg Config) *Engine { return &Engine{impl: newEngineImpl(cfg)} }
 
 // Load compiles body and caches it (SCRIPT LOAD, and EVAL's implicit
-// load), returning its SHA1 in lower-case hex. A syntax error comes back
-// with Redis's text ("Error compiling script (new function): ...").
-func (e *Engine) Load(body []byte) (sha string, err error) { return e.impl.load(body) }
+// load), returning its SHA1 in lower-case hex. An error is an
+// engine.RawError with Redis's whole line: "ERR Error compiling script
+// (new function): user_script:1: ...", or a shebang's ("ERR Unexpected
+// flag in script shebang: x").
+func (e *Engine) Load(body []byte) (sha string, err error) {
+	c, err := e.impl.load(body)
+	if err != nil {
+		return "", err
+	}
+	return c.sha, nil
+}
 
 // Body returns a cached script's body by its SHA1 (any case).
 func (e *Engine) Body(sha string) ([]byte, bool) { return e.impl.body(sha) }
@@ -67,14 +104,37 @@ func (e *Engine) Body(sha string) ([]byte, bool) { return e.impl.body(sha) }
 func (e *Engine) Flush() { e.impl.flush() }
 
 // Flags parses body's shebang line; an unknown flag or engine is an error
-// with Redis's text.
-func (e *Engine) Flags(body []byte) (Flags, error) { return parseFlags(body) }
+// with Redis's text (without the ERR code).
+func (e *Engine) Flags(body []byte) (Flags, error) {
+	f, _, err := parseShebang(body)
+	return f, err
+}
+
+// CachedFlags returns a cached script's flags by its SHA1 (any case).
+func (e *Engine) CachedFlags(sha string) (Flags, bool) { return e.impl.flags(sha) }
 
 // Run runs body (compiling and caching it if needed) with keys and args
 // as KEYS and ARGV, against host, and returns its reply converted as
 // Redis converts a script's return value (the host refuses what a
 // read-only script may not do). Cancelling ctx stops the script (SCRIPT
 // KILL, or shutdown) at its next instruction with Redis's error text.
+//
+// Errors are engine.RawError lines, as Redis sends them: "ERR
+// user_script:1: ... script: <sha>, on @user_script:1.", a redis.call
+// error's own line with the same suffix, "ERR Script killed by user with
+// SCRIPT KILL... script: ...".
 func (e *Engine) Run(ctx context.Context, body []byte, keys, args [][]byte, host Host) engine.Reply {
 	return e.impl.run(ctx, body, keys, args, host)
+}
+
+// RunSHA runs a cached script by its SHA1 (any case), as EVALSHA: false
+// when it is not cached (the reply is then NoScript's).
+func (e *Engine) RunSHA(ctx context.Context, sha string, keys, args [][]byte, host Host) (engine.Reply, bool) {
+	e.impl.mu.RLock()
+	c, ok := e.impl.cache[strings.ToLower(sha)]
+	e.impl.mu.RUnlock()
+	if !ok {
+		return engine.Reply{Kind: engine.ReplyError, Err: engine.RawError(NoScript)}, false
+	}
+	return e.impl.runCompiled(ctx, c, keys, args, host), true
 }

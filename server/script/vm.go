@@ -1,0 +1,314 @@
+package script
+
+import (
+	"context"
+	"math"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/sluicehq/sluice/server/script/lualib"
+)
+
+// A vm is one interpreter with Redis 7's environment, built once and
+// reused by run after run (the Engine pools them). Between runs nothing a
+// script did survives: every table reachable from the globals is
+// read-only, as Redis 7 makes them, so the only state a script can change
+// is its own (KEYS and ARGV are new tables on every run).
+//
+// gopher-lua has no read-only tables, so a protected table is an empty
+// proxy whose metatable reads through to the real table (__index) and
+// refuses writes (__newindex); the few functions that reach into a table
+// without metamethods (rawset, rawget, next, pairs, getmetatable,
+// setmetatable, table.insert...) are replaced by versions that know the
+// proxies.
+type vm struct {
+	L   *lua.LState
+	eng *engineImpl
+
+	globals *lua.LTable // the real globals: KEYS and ARGV are set here
+	env     *lua.LTable // the globals' proxy: scripts' _G and environment
+
+	// back maps a proxy to the table it protects; meta maps it to the
+	// metatable getmetatable shows (the real table's, protected).
+	back map[*lua.LTable]*lua.LTable
+	meta map[*lua.LTable]*lua.LTable
+	// roIndex is every proxy's metatable's __newindex.
+	roIndex *lua.LFunction
+
+	// strMeta is what getmetatable("") shows: the strings' metatable,
+	// protected.
+	strMeta *lua.LTable
+	handler *lua.LFunction // the run's error handler
+	namer   *lua.LFunction // pcall's: names the culprit of a runtime error
+	// recycle is false once the interpreter must not be reused (a Go
+	// panic inside it, a library setting changed).
+	recycle bool
+
+	ctx vmContext
+
+	// The current run.
+	host    Host
+	sha     string
+	resp    int // redis.setresp: the protocol of redis.call's replies
+	argBuf  [][]byte
+	argEnds []int
+	byteBuf []byte
+	errInfo errorInfo
+}
+
+// Lua 5.1's limits that scripts can meet: LUAI_MAXCALLS nested calls
+// ("stack overflow") and LUAI_MAXCSTACK values a C function may push
+// ("too many results to unpack").
+const (
+	maxCalls  = 20000
+	maxCStack = 8000
+)
+
+func newVM(e *engineImpl) *vm {
+	// The main thread's call stack is allocated whole (gopher-lua's
+	// growing one panics without a position when full); coroutines get
+	// growing ones (tablib.go).
+	L := lua.NewState(lua.Options{
+		SkipOpenLibs:    true,
+		CallStackSize:   maxCalls,
+		RegistrySize:    1024,
+		RegistryMaxSize: e.registryMax,
+	})
+	v := &vm{
+		L:       L,
+		eng:     e,
+		back:    map[*lua.LTable]*lua.LTable{},
+		meta:    map[*lua.LTable]*lua.LTable{},
+		recycle: true,
+	}
+	v.ctx.vm = v
+	for _, lib := range []struct {
+		name string
+		open lua.LGFunction
+	}{
+		{lua.BaseLibName, lua.OpenBase},
+		{lua.TabLibName, lua.OpenTable},
+		{lua.StringLibName, lua.OpenString},
+		{lua.MathLibName, lua.OpenMath},
+		{lua.CoroutineLibName, lua.OpenCoroutine},
+	} {
+		L.Push(L.NewFunction(lib.open))
+		L.Push(lua.LString(lib.name))
+		L.Call(1, 0)
+	}
+	lualib.Open(L)
+	v.globals = L.G.Global
+	v.installBase()
+	v.installString()
+	v.installTable()
+	v.installMath()
+	v.installCoroutine()
+	v.installRedis()
+	v.handler = L.NewFunction(v.errHandler)
+	v.globals.RawSetString("__redis__err__handler", L.NewFunction(v.errHandlerGlobal))
+
+	// Keep exactly Redis 7.0's globals.
+	keep := map[string]bool{catGlobal: true, selectName: true, modName: true}
+	for _, k := range redisGlobals {
+		keep[k] = true
+	}
+	var drop []lua.LValue
+	v.globals.ForEach(func(k, _ lua.LValue) {
+		if s, ok := k.(lua.LString); !ok || !keep[string(s)] {
+			drop = append(drop, k)
+		}
+	})
+	for _, k := range drop {
+		v.globals.RawSet(k, lua.LNil)
+	}
+
+	// Lock it all: the globals' metatable errs on a missing name, and
+	// every table reachable from them becomes read-only.
+	v.roIndex = L.NewFunction(func(L *lua.LState) int {
+		L.RaiseError("Attempt to modify a readonly table")
+		return 0
+	})
+	gmeta := L.NewTable()
+	gmeta.RawSetString("__index", L.NewFunction(func(L *lua.LState) int {
+		k := L.Get(2)
+		if !lua.LVCanConvToString(k) {
+			L.RaiseError("Second argument to luaProtectedTableError must be a string or number")
+		}
+		L.RaiseError("Script attempted to access nonexistent global variable '%s'", luaToString(k))
+		return 0
+	}))
+	v.globals.Metatable = gmeta
+	strMeta := L.NewTable()
+	v.env = v.protect(v.globals)
+	v.globals.RawSetString("_G", v.env)
+	strMeta.RawSetString("__index", v.globals.RawGetString("string"))
+	// The metatable gopher-lua uses must be a real table: the proxy is
+	// what getmetatable("") shows.
+	v.strMeta = v.protect(strMeta)
+	L.SetMetatable(lua.LString(""), strMeta)
+	L.Env = v.env
+	L.G.Global = v.env
+	return v
+}
+
+// redisGlobals are Redis 7.0.15's globals (KEYS and ARGV come with each
+// run).
+var redisGlobals = []string{
+	"_G", "_VERSION", "__redis__err__handler", "assert", "bit", "cjson", "cmsgpack",
+	"collectgarbage", "coroutine", "error", "gcinfo", "getmetatable", "ipairs", "load",
+	"loadstring", "math", "next", "pairs", "pcall", "rawequal", "rawget", "rawset", "redis",
+	"select", "setmetatable", "string", "struct", "table", "tonumber", "tostring", "type",
+	"unpack", "xpcall",
+}
+
+// protect returns t's read-only proxy, protecting the tables it holds and
+// its metatable too (luaSetTableProtectionRecursively).
+func (v *vm) protect(t *lua.LTable) *lua.LTable {
+	if _, ok := v.back[t]; ok {
+		return t // already a proxy
+	}
+	for p, b := range v.back {
+		if b == t {
+			return p
+		}
+	}
+	p := v.L.NewTable()
+	v.back[p] = t
+	pm := v.L.NewTable()
+	pm.RawSetString("__index", t)
+	pm.RawSetString("__newindex", v.roIndex)
+	p.Metatable = pm
+	var inner []lua.LValue
+	t.ForEach(func(k, val lua.LValue) {
+		if _, ok := val.(*lua.LTable); ok {
+			inner = append(inner, k)
+		}
+	})
+	for _, k := range inner {
+		t.RawSet(k, v.protect(t.RawGet(k).(*lua.LTable)))
+	}
+	if mt, ok := t.Metatable.(*lua.LTable); ok {
+		v.meta[p] = v.protect(mt)
+	}
+	return p
+}
+
+// backing returns the table a value reads as: a proxy's protected table,
+// or the table itself.
+func (v *vm) backing(t *lua.LTable) (*lua.LTable, bool) {
+	if b, ok := v.back[t]; ok {
+		return b, true
+	}
+	return t, false
+}
+
+// vmContext is the context gopher-lua checks before every instruction
+// (LState.SetContext): its Done is the VM's one hook, so it also counts
+// instructions, polls the run's own context now and then, and checks
+// the memory bound; once the run must stop it returns a closed channel
+// and Err says why.
+type vmContext struct {
+	vm     *vm
+	n      uint32
+	parent <-chan struct{} // the run's ctx.Done()
+	stop   error
+	done   chan struct{} // nil while running; closedChan once stopped
+	mem    memWatch
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+const (
+	pollEvery = 1 << 10 // instructions between polls of the run's ctx
+	memEvery  = 1 << 16 // instructions between memory checks
+)
+
+func (c *vmContext) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c *vmContext) Value(any) any               { return nil }
+func (c *vmContext) Err() error {
+	if c.stop != nil {
+		return c.stop
+	}
+	return context.Canceled
+}
+
+func (c *vmContext) Done() <-chan struct{} {
+	c.n++
+	if c.n&(pollEvery-1) == 0 {
+		c.poll()
+	}
+	return c.done
+}
+
+func (c *vmContext) poll() {
+	if c.parent != nil {
+		select {
+		case <-c.parent:
+			c.halt(errKilled)
+		default:
+		}
+	}
+	if c.n&(memEvery-1) == 0 {
+		if !c.mem.ok(0) {
+			c.halt(errNoMemory)
+		}
+	}
+}
+
+func (c *vmContext) halt(err error) {
+	if c.stop == nil {
+		c.stop = err
+	}
+	c.done = closedChan
+}
+
+func (c *vmContext) reset(parent <-chan struct{}, limit int64) {
+	c.n = 0
+	c.parent = parent
+	c.stop = nil
+	c.done = nil
+	c.mem.reset(limit)
+}
+
+// charge accounts for an allocation of n bytes a library function is
+// about to make; false (and the run halted) when it would pass the bound.
+func (v *vm) charge(n int64) bool {
+	if v.ctx.stop != nil {
+		return false
+	}
+	if !v.ctx.mem.ok(n) {
+		v.ctx.halt(errNoMemory)
+		return false
+	}
+	return true
+}
+
+// noMemory raises Lua's out of memory error from a library function.
+func (v *vm) noMemory() {
+	v.ctx.halt(errNoMemory)
+	v.L.RaiseError("not enough memory")
+}
+
+func luaToString(lv lua.LValue) string {
+	switch x := lv.(type) {
+	case lua.LString:
+		return string(x)
+	case lua.LNumber:
+		return luaNumberString(float64(x))
+	}
+	return lv.String()
+}
+
+// toNumber is lua_tonumber: a number, or a string that converts.
+func toNumber(lv lua.LValue) (float64, bool) {
+	switch x := lv.(type) {
+	case lua.LNumber:
+		return float64(x), true
+	case lua.LString:
+		return str2number(string(x))
+	}
+	return 0, false
+}
+
+var _ = math.Abs
