@@ -79,6 +79,7 @@ func (s *Server) configValues() map[string]string {
 		// Redis 7 names it both ways.
 		"busy-reply-threshold": strconv.FormatInt(s.scripts.BusyThreshold().Milliseconds(), 10),
 		"lua-time-limit":       strconv.FormatInt(s.scripts.BusyThreshold().Milliseconds(), 10),
+		"script-acceleration":  map[bool]string{true: "no", false: "yes"}[s.scripts.accel.off.Load()],
 	}
 	if s.cfg.TLS != nil {
 		for k, val := range s.cfg.TLS.values() {
@@ -136,6 +137,15 @@ func (s *Server) configSet(name, value string) error {
 			return errors.New("argument must be a number of milliseconds")
 		}
 		s.scripts.SetBusyThreshold(time.Duration(ms) * time.Millisecond)
+	case "script-acceleration":
+		switch strings.ToLower(value) {
+		case "yes":
+			s.scripts.SetAcceleration(true)
+		case "no":
+			s.scripts.SetAcceleration(false)
+		default:
+			return errors.New("argument must be 'yes' or 'no'")
+		}
 	case "maxmemory-policy":
 		if value != "noeviction" {
 			return errors.New("only noeviction is supported: live limiter state is never evicted")

@@ -231,6 +231,7 @@ func cmdInfo(s *Server, c *client, args [][]byte) {
 		"acl_access_denied_key:"+strconv.FormatInt(s.keyDenied.Load(), 10),
 		"acl_access_denied_channel:0",
 	)
+	section("scripting", s.scripts.infoLines()...)
 	section("replication", s.replicationLines()...)
 	clusterEnabled := "0"
 	if _, ok := s.clustered(); ok {

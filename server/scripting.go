@@ -52,6 +52,8 @@ type Scripts struct {
 	closing bool                    // shutting down: stop busy scripts at once
 
 	runs sync.Pool // *scriptRun
+
+	accel accel
 }
 
 // NewScripts returns an empty script cache with Redis's busy threshold.
@@ -95,6 +97,22 @@ func (s *Scripts) RunScript(r *engine.ScriptRun) engine.Reply {
 		sr.timer = time.AfterFunc(time.Hour, sr.overThreshold)
 		sr.timer.Stop()
 	}
+	if len(r.User) == 0 && !s.accel.off.Load() {
+		// A known script runs natively (not for a restricted user: its
+		// checks are the interpreter's).
+		if n := s.accel.lookup(r.Body); n != nil {
+			sr.run = r
+			rep, done := n.run(sr)
+			sr.run = nil
+			if done {
+				s.accel.native.Add(1)
+				s.runs.Put(sr)
+				return rep
+			}
+			s.accel.fallback.Add(1)
+		}
+	}
+	s.accel.lua.Add(1)
 	ctx, cancel := context.WithCancel(context.Background())
 	sr.mu.Lock()
 	sr.run, sr.cancel, sr.isBusy, sr.killed = r, cancel, false, false
@@ -178,6 +196,23 @@ func (s *Scripts) shutdown() {
 	s.closing = true
 	s.mu.Unlock()
 	s.kill()
+}
+
+// SetAcceleration turns the native path of known scripts on or off.
+func (s *Scripts) SetAcceleration(on bool) { s.accel.off.Store(!on) }
+
+// infoLines are INFO's scripting section.
+func (s *Scripts) infoLines() []string {
+	on := "yes"
+	if s.accel.off.Load() {
+		on = "no"
+	}
+	return []string{
+		"script_acceleration:" + on,
+		"script_runs_native:" + strconv.FormatInt(s.accel.native.Load(), 10),
+		"script_runs_native_fallback:" + strconv.FormatInt(s.accel.fallback.Load(), 10),
+		"script_runs_interpreted:" + strconv.FormatInt(s.accel.lua.Load(), 10),
+	}
 }
 
 // Host: what the interpreter calls back.
@@ -321,7 +356,7 @@ func scriptCommands() []*command {
 			subs: []*command{
 				sub("load", 3, flagNoScript|flagStale, catScripting), sub("exists", -3, flagNoScript, catScripting),
 				sub("flush", -2, flagNoScript, catScripting), sub("kill", 2, flagNoScript|flagStale, catScripting),
-				sub("help", 2, flagNoScript, catScripting),
+				sub("help", 2, flagNoScript, catScripting), sub("path", -3, flagNoScript, catScripting),
 			},
 			run: cmdScript},
 	}
@@ -450,7 +485,18 @@ func cmdScript(s *Server, c *client, args [][]byte) {
 			return
 		}
 		sc.lua.Flush()
+		sc.accel.forget()
 		c.writeOK()
+	case sub == "path":
+		// Sluice's own: the path each cached script takes.
+		c.writeArray(len(args) - 2)
+		for _, sha := range args[2:] {
+			if body, ok := sc.lua.Body(string(sha)); ok {
+				c.writeBulkString(sc.accel.pathOf(body))
+			} else {
+				c.writeNil()
+			}
+		}
 	case sub == "kill":
 		if err := sc.kill(); err != nil {
 			c.writeError(err)
@@ -468,6 +514,8 @@ func cmdScript(s *Server, c *client, args [][]byte) {
 			"    Kill the currently executing Lua script.",
 			"LOAD <script>",
 			"    Load a script into the scripts cache without executing it.",
+			"PATH <sha1> [<sha1> ...]",
+			"    How each cached script runs: natively (a known limiter script) or on the interpreter.",
 			"HELP",
 			"    Print this help.",
 		}

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"fmt"
 	"net"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/engine"
@@ -11,34 +13,68 @@ import (
 	"github.com/sluicehq/sluice/server"
 )
 
-// BenchmarkEvalSHA measures an EVALSHA round trip through the server and
-// the engine (16 pipelined per write), so a profile shows what the
-// scripting path costs beyond the interpreter.
+// BenchmarkEvalSHA measures EVALSHA round trips through the server and
+// the engine (16 pipelined per write, over 1,000 keys), so that a profile
+// shows what the scripting path costs: a trivial script, and go-redis/
+// redis_rate's GCRA script as sluice-bench sends it.
 func BenchmarkEvalSHA(b *testing.B) {
+	file, err := os.ReadFile("../bench/scripts/redis_rate_allown.lua")
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, gcra, _ := strings.Cut(string(file), "-- sluice-bench: end of header\n")
+	for _, bc := range []struct {
+		name, body string
+		args       []string
+	}{
+		{"incr", "local n = redis.call('incr', KEYS[1]) redis.call('expire', KEYS[1], 60) return n", nil},
+		{"redis_rate", gcra, []string{"100", "100", "1", "1"}},
+	} {
+		b.Run(bc.name, func(b *testing.B) { benchEvalSHA(b, bc.body, bc.args) })
+	}
+}
+
+func benchEvalSHA(b *testing.B, body string, args []string) {
 	scripts := server.NewScripts(nil)
 	ts := sluicetest.Start(b, sluicetest.Options{Server: server.Config{Scripts: scripts}, Engine: engine.Config{Scripts: scripts}})
-	const body = "local n = redis.call('incr', KEYS[1]) redis.call('expire', KEYS[1], 60) return n"
 	c, err := net.Dial("tcp", ts.Addr)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer c.Close()
 	r := bufio.NewReader(c)
-	fmt.Fprintf(c, "*3\r\n$6\r\nSCRIPT\r\n$4\r\nLOAD\r\n$%d\r\n%s\r\n", len(body), body)
-	line, _ := r.ReadString('\n')
-	sha := ""
-	if _, err := fmt.Sscanf(line, "$40\r\n"); err == nil {
-		sha, _ = r.ReadString('\n')
-		sha = sha[:40]
+	send := func(args ...string) string {
+		var out []byte
+		out = fmt.Appendf(out, "*%d\r\n", len(args))
+		for _, a := range args {
+			out = fmt.Appendf(out, "$%d\r\n%s\r\n", len(a), a)
+		}
+		c.Write(out)
+		reply, err := sluicetest.ReadReply(r)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return string(reply)
 	}
-	var pipe []byte
-	for i := range 16 {
-		key := fmt.Sprintf("bench:%d", i)
-		pipe = fmt.Appendf(pipe, "*4\r\n$7\r\nEVALSHA\r\n$40\r\n%s\r\n$1\r\n1\r\n$%d\r\n%s\r\n", sha, len(key), key)
+	sha := strings.Split(send("SCRIPT", "LOAD", body), "\r\n")[1]
+	var pipes [][]byte
+	for p := range 64 {
+		var pipe []byte
+		for i := range 16 {
+			cmd := append([]string{"EVALSHA", sha, "1", fmt.Sprintf("bench:%d", (p*16+i)%1000)}, args...)
+			pipe = fmt.Appendf(pipe, "*%d\r\n", len(cmd))
+			for _, a := range cmd {
+				pipe = fmt.Appendf(pipe, "$%d\r\n%s\r\n", len(a), a)
+			}
+		}
+		pipes = append(pipes, pipe)
+	}
+	if reply := send(append([]string{"EVALSHA", sha, "1", "check"}, args...)...); reply[0] == '-' {
+		b.Fatal(reply)
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i += 16 {
-		c.Write(pipe)
+		c.Write(pipes[(i/16)%len(pipes)])
 		for range 16 {
 			if _, err := sluicetest.ReadReply(r); err != nil {
 				b.Fatal(err)

@@ -1,0 +1,15 @@
+package script
+
+// What native implementations of known scripts (the server's script
+// acceleration) need to write numbers exactly as a script would.
+
+// NumberString is Lua's tostring of a number (%.14g).
+func NumberString(f float64) string { return luaNumberString(f) }
+
+// AppendCallArg appends a Lua number passed to redis.call, as Redis 7.0
+// writes it (%.17g).
+func AppendCallArg(b []byte, f float64) []byte { return appendArgNumber(b, f) }
+
+// ReplyInteger is a Lua number returned by a script, as an integer reply:
+// truncated toward zero, as Redis's C cast does.
+func ReplyInteger(f float64) int64 { return luaToInteger(f) }

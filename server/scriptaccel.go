@@ -1,0 +1,265 @@
+package server
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"math"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/server/script"
+)
+
+// Script acceleration: a few scripts carry most limiter traffic, and each
+// is a fixed text. For those, known by the SHA1 of their exact bytes, a Go
+// function does what the script does: the same commands through the same
+// path as the script's redis.call (so the same stored values, TTLs and
+// journal effects), numbers formatted as Lua would format them, the same
+// reply. A native function covers the arguments it can prove it handles
+// alike; for anything else (an argument Lua would coerce differently, a
+// command that fails) it gives up before it has changed anything, and the
+// interpreter runs the script instead, so the answer is the script's own.
+
+// nativeScript runs a known script. done is false when it gave up, having
+// changed nothing.
+type nativeScript struct {
+	name string // the library and script, for INFO and the docs
+	run  func(sr *scriptRun) (rep engine.Reply, done bool)
+}
+
+// knownScripts are the accelerated scripts by SHA1.
+var knownScripts = map[string]*nativeScript{
+	// go-redis/redis_rate v10 (v10.0.1), allowN.
+	"f52a5b566060d79fd321d695df55bc918339c4aa": {name: "go-redis/redis_rate allowN", run: redisRateAllowN},
+	// rate-limiter-flexible 11.4.0, RateLimiterRedis's incrTtlLuaScript.
+	"a1de965f42e177aa339706bd580f049065eca79a": {name: "rate-limiter-flexible incrTtl", run: rlflexIncrTTL},
+	// rate-limit-redis 6.0.1, increment.
+	"895b92e1712734e1b464999be23953485475357b": {name: "rate-limit-redis increment", run: rateLimitRedisIncrement},
+}
+
+// accel is a Scripts' acceleration state.
+type accel struct {
+	off atomic.Bool // CONFIG SET script-acceleration no
+	// bySHA1 memoizes body -> native script (nil: none), so a run does not
+	// hash its body; bounded, past which unknown bodies are hashed again.
+	byBody   sync.Map
+	memoized atomic.Int64
+	native   atomic.Int64 // runs answered natively
+	fallback atomic.Int64 // runs a native function gave to the interpreter
+	lua      atomic.Int64 // runs of the interpreter
+}
+
+const maxMemoizedBodies = 4096
+
+// lookup finds body's native implementation, if any.
+func (a *accel) lookup(body []byte) *nativeScript {
+	if v, ok := a.byBody.Load(string(body)); ok {
+		return v.(*nativeScript)
+	}
+	sum := sha1.Sum(body)
+	n := knownScripts[hex.EncodeToString(sum[:])]
+	if n != nil || a.memoized.Load() < maxMemoizedBodies {
+		if _, loaded := a.byBody.LoadOrStore(string(body), n); !loaded {
+			a.memoized.Add(1)
+		}
+	}
+	return n
+}
+
+// forget drops the memo (SCRIPT FLUSH).
+func (a *accel) forget() {
+	a.byBody.Clear()
+	a.memoized.Store(0)
+}
+
+// pathOf names the path a script takes, for SCRIPT introspection.
+func (a *accel) pathOf(body []byte) string {
+	if n := a.lookup(body); n != nil && !a.off.Load() {
+		return "native: " + n.name
+	}
+	return "interpreter"
+}
+
+// call runs one command as the script's redis.call would.
+func (sr *scriptRun) call(args ...[]byte) engine.Reply { return sr.Call(args) }
+
+// Lua's coercion of a string to a number, for the strings native
+// functions accept: plain decimals (an optional minus, digits, a point,
+// an exponent), which strtod and strconv read to the same double. Hex,
+// spaces, inf and nan coerce too in Lua, but send the script to the
+// interpreter here.
+func luaDecimal(b []byte) (float64, bool) {
+	i := 0
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	digits := 0
+	for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+		digits++
+	}
+	if i < len(b) && b[i] == '.' {
+		for i++; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+			digits++
+		}
+	}
+	if digits == 0 {
+		return 0, false
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		exp := 0
+		for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+			exp++
+		}
+		if exp == 0 {
+			return 0, false
+		}
+	}
+	if i != len(b) {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(string(b), 64)
+	if err != nil || math.IsInf(f, 0) {
+		return 0, false
+	}
+	return f, true
+}
+
+func intItem(n int64) engine.Reply   { return engine.Reply{Kind: engine.ReplyInt, Int: n} }
+func numItem(f float64) engine.Reply { return intItem(script.ReplyInteger(f)) }
+func strItem(f float64) engine.Reply {
+	return engine.Reply{Kind: engine.ReplyBulk, Str: script.NumberString(f)}
+}
+
+// redisRateAllowN is go-redis/redis_rate's GCRA: the TAT is a Lua float
+// in a string, SET with EX of the whole seconds left.
+func redisRateAllowN(sr *scriptRun) (engine.Reply, bool) {
+	r := sr.run
+	if len(r.Keys) < 1 || len(r.Args) < 4 {
+		return engine.Reply{}, false
+	}
+	burst, ok1 := luaDecimal(r.Args[0])
+	rate, ok2 := luaDecimal(r.Args[1])
+	period, ok3 := luaDecimal(r.Args[2])
+	cost, ok4 := luaDecimal(r.Args[3])
+	if !ok1 || !ok2 || !ok3 || !ok4 || rate <= 0 || period <= 0 {
+		return engine.Reply{}, false
+	}
+	// float64() keeps each product rounded on its own, as Lua's are
+	// (no fused multiply-add).
+	emission := float64(period / rate)
+	increment := float64(emission * cost)
+	burstOffset := float64(emission * burst)
+	const jan1st2017 = 1483228800
+	now := float64(r.Now/1e9-jan1st2017) + float64(r.Now%1e9/1e3)/1000000
+	key := r.Keys[0]
+	stored := sr.call([]byte("GET"), key)
+	var tat float64
+	switch stored.Kind {
+	case engine.ReplyNil:
+		tat = now
+	case engine.ReplyBulk:
+		v := stored.Bulk
+		if v == nil {
+			v = []byte(stored.Str)
+		}
+		f, ok := luaDecimal(v)
+		if !ok {
+			return engine.Reply{}, false
+		}
+		tat = f
+	default:
+		return engine.Reply{}, false
+	}
+	if now > tat { // math.max(tat, now)
+		tat = now
+	}
+	newTat := tat + increment
+	allowAt := newTat - burstOffset
+	diff := now - allowAt
+	remaining := diff / emission
+	if remaining < 0 {
+		return engine.Reply{Kind: engine.ReplyArray, Items: []engine.Reply{
+			intItem(0), intItem(0), strItem(diff * -1), strItem(tat - now)}}, true
+	}
+	resetAfter := newTat - now
+	if resetAfter > 0 {
+		set := sr.call([]byte("SET"), key, script.AppendCallArg(nil, newTat), []byte("EX"), script.AppendCallArg(nil, math.Ceil(resetAfter)))
+		if set.Kind == engine.ReplyError {
+			return engine.Reply{}, false // the only write failed: nothing changed
+		}
+	}
+	return engine.Reply{Kind: engine.ReplyArray, Items: []engine.Reply{
+		numItem(cost), numItem(remaining), strItem(-1), strItem(resetAfter)}}, true
+}
+
+// rlflexIncrTTL is rate-limiter-flexible's counter: SET NX with EX, INCRBY,
+// and the PTTL (an EXPIRE when the key had none).
+func rlflexIncrTTL(sr *scriptRun) (engine.Reply, bool) {
+	r := sr.run
+	if len(r.Keys) < 1 || len(r.Args) < 2 {
+		return engine.Reply{}, false
+	}
+	// INCRBY's increment and SET's EX as Redis reads them, so that once
+	// SET NX has created the key nothing after it can fail.
+	if _, err := engine.ParseInt64(r.Args[0]); err != nil {
+		return engine.Reply{}, false
+	}
+	secs, err := engine.ParseInt64(r.Args[1])
+	if err != nil || secs <= 0 || secs > 1e9 {
+		return engine.Reply{}, false
+	}
+	key := r.Keys[0]
+	if rep := sr.call([]byte("set"), key, []byte("0"), []byte("EX"), r.Args[1], []byte("NX")); rep.Kind == engine.ReplyError {
+		return engine.Reply{}, false
+	}
+	consumed := sr.call([]byte("incrby"), key, r.Args[0])
+	if consumed.Kind != engine.ReplyInt {
+		// Only when the key was there already (SET NX wrote nothing).
+		return engine.Reply{}, false
+	}
+	ttl := sr.call([]byte("pttl"), key)
+	if ttl.Kind != engine.ReplyInt {
+		return engine.Reply{}, false
+	}
+	out := intItem(ttl.Int)
+	if ttl.Int == -1 {
+		sr.call([]byte("expire"), key, r.Args[1])
+		out = numItem(float64(1000 * float64(secs)))
+	}
+	return engine.Reply{Kind: engine.ReplyArray, Items: []engine.Reply{consumed, out}}, true
+}
+
+// rateLimitRedisIncrement is rate-limit-redis's fixed window: a new
+// window is SET 1 PX windowMs, a running one INCR.
+func rateLimitRedisIncrement(sr *scriptRun) (engine.Reply, bool) {
+	r := sr.run
+	if len(r.Keys) < 1 || len(r.Args) < 1 {
+		return engine.Reply{}, false
+	}
+	window, ok := luaDecimal(r.Args[0])
+	if !ok || window != math.Trunc(window) || window < 1 || window > 1e15 {
+		return engine.Reply{}, false
+	}
+	key := r.Keys[0]
+	ttl := sr.call([]byte("PTTL"), key)
+	if ttl.Kind != engine.ReplyInt {
+		return engine.Reply{}, false
+	}
+	if ttl.Int <= 0 {
+		if rep := sr.call([]byte("SET"), key, []byte("1"), []byte("PX"), script.AppendCallArg(nil, window)); rep.Kind == engine.ReplyError {
+			return engine.Reply{}, false
+		}
+		return engine.Reply{Kind: engine.ReplyArray, Items: []engine.Reply{intItem(1), numItem(window)}}, true
+	}
+	hits := sr.call([]byte("INCR"), key)
+	if hits.Kind != engine.ReplyInt {
+		return engine.Reply{}, false // nothing was written
+	}
+	return engine.Reply{Kind: engine.ReplyArray, Items: []engine.Reply{hits, intItem(ttl.Int)}}, true
+}

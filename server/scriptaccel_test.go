@@ -1,0 +1,238 @@
+package server_test
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/difftest"
+	"github.com/sluicehq/sluice/internal/sluicetest"
+	"github.com/sluicehq/sluice/server"
+)
+
+// The accelerated scripts, three ways: natively, on the interpreter (a
+// second Sluice with script-acceleration off) and on redis-server. A seeded
+// driver sends each script with varied arguments (malformed ones too, which
+// the native code hands to the interpreter), over keys that exist, have
+// expired, or hold other types; replies and the whole resulting state must
+// agree. Between the two Sluices the clock is frozen and stepped alike, so
+// everything must match byte for byte, TTLs included. Redis's clock cannot
+// be stepped: against it the driver does not step the clock, TIME is given
+// to Redis's copy of a script that reads it (the same text, with the call
+// replaced by the frozen time), and TTLs match within a margin.
+
+type accelScript struct {
+	name, file string
+	time       bool // reads TIME
+	// args draws arguments; long keeps every expiry far beyond the run
+	// (for the comparison with Redis, whose clock runs).
+	args func(r *rand.Rand, long bool) []string
+}
+
+var accelScripts = []accelScript{
+	{"redis_rate", "redis_rate_allown.lua", true, func(r *rand.Rand, long bool) []string {
+		if r.IntN(12) == 0 {
+			return []string{pick(r, "x", "0", "-1", " 5", "1e400", "0x10"), "10", "1", "1"}
+		}
+		if long {
+			return []string{strconv.Itoa(1 + r.IntN(20)), strconv.Itoa(1 + r.IntN(20)), pick(r, "60", "3600"), strconv.Itoa(1 + r.IntN(5))}
+		}
+		return []string{strconv.Itoa(1 + r.IntN(20)), strconv.Itoa(1 + r.IntN(20)), pick(r, "1", "60", "0.5", "3600"), strconv.Itoa(r.IntN(6))}
+	}},
+	{"rlflex", "rlflex_incr_ttl.lua", false, func(r *rand.Rand, long bool) []string {
+		if r.IntN(12) == 0 {
+			return []string{pick(r, "x", "1.5", "-2", "01"), pick(r, "0", "abc", "50", "-1")}
+		}
+		if long {
+			return []string{strconv.Itoa(1 + r.IntN(5)), strconv.Itoa(30 + r.IntN(10))}
+		}
+		return []string{strconv.Itoa(1 + r.IntN(5)), strconv.Itoa(1 + r.IntN(10))}
+	}},
+	{"rate_limit_redis", "rate_limit_redis_increment.lua", false, func(r *rand.Rand, long bool) []string {
+		if r.IntN(12) == 0 {
+			return []string{pick(r, "0", "x", "1.5", "-5", "")}
+		}
+		if long {
+			return []string{strconv.Itoa(1000 * (30 + r.IntN(5)))}
+		}
+		return []string{strconv.Itoa(1000 * (1 + r.IntN(5)))}
+	}},
+}
+
+func shaOf(body string) string {
+	sum := sha1.Sum([]byte(body))
+	return hex.EncodeToString(sum[:])
+}
+
+func pick(r *rand.Rand, xs ...string) string { return xs[r.IntN(len(xs))] }
+
+func accelBody(t *testing.T, file string) string {
+	b, err := os.ReadFile("../bench/scripts/" + file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body, _ := strings.Cut(string(b), "-- sluice-bench: end of header\n")
+	return body
+}
+
+var accelKeys = []string{"k0", "k1", "k2", "other"}
+
+// accelState is every pool key's type, value and PTTL.
+func accelState(t *testing.T, c *sluicetest.RawConn) []string {
+	var out []string
+	for _, k := range accelKeys {
+		typ := c.Do(t, "TYPE", k)
+		val := c.Do(t, "GET", k)
+		if strings.Contains(typ, "hash") {
+			val = c.Do(t, "HGETALL", k)
+		}
+		out = append(out, k+" "+typ+" "+val+" "+c.Do(t, "PTTL", k))
+	}
+	return out
+}
+
+func startAccel(t *testing.T, on bool) (*sluicetest.Server, *sluicetest.RawConn) {
+	scripts := server.NewScripts(nil)
+	scripts.SetAcceleration(on)
+	ts := sluicetest.Start(t, sluicetest.Options{Server: server.Config{Scripts: scripts}, Engine: engine.Config{Scripts: scripts}})
+	return ts, sluicetest.DialRaw(t, "tcp", ts.Addr)
+}
+
+func TestAcceleratedScriptsMatchInterpreterAndRedis(t *testing.T) {
+	steps, seed, _ := difftest.Settings(1500)
+	native, nc := startAccel(t, true)
+	interp, ic := startAccel(t, false)
+	rd := sluicetest.StartRedis(t)
+	rc := sluicetest.DialRaw(t, rd.Network, rd.Addr)
+	start := sluicetest.FreezeClock(t, native.Client)
+	sluicetest.SetClock(t, interp.Client, start)
+	now := start
+	r := rand.New(rand.NewPCG(seed, 17))
+	bodies := make([]string, len(accelScripts))
+	redisBodies := make([]string, len(accelScripts))
+	for i, s := range accelScripts {
+		bodies[i] = accelBody(t, s.file)
+		redisBodies[i] = strings.Replace(bodies[i], `redis.call("TIME")`, `{ARGV[#ARGV - 1], ARGV[#ARGV]}`, 1)
+		if s.time && redisBodies[i] == bodies[i] {
+			t.Fatalf("%s: no TIME call to replace", s.name)
+		}
+	}
+	// With Redis in the comparison, the clock stands still (Redis's runs);
+	// then the two Sluices alone go on with clock steps and expiries.
+	withRedis := steps / 2
+	counts := map[string]int{}
+	for step := range steps {
+		both := func(args ...string) (string, string) {
+			got, want := nc.Do(t, args...), ic.Do(t, args...)
+			if got != want {
+				t.Fatalf("step %d %.80q: native %q, interpreter %q", step, args, got, want)
+			}
+			return got, want
+		}
+		key := accelKeys[r.IntN(len(accelKeys))]
+		switch r.IntN(40) {
+		case 0:
+			setup := [][]string{{"DEL", key}, {"DEL", key}, {"SET", key, pick(r, "notanumber", "0.5", "7", "")}, {"HSET", key, "f", "v"}}[r.IntN(4)]
+			both(setup...)
+			if step < withRedis {
+				rc.Do(t, setup...)
+			}
+			continue
+		case 1, 2:
+			if step >= withRedis {
+				ms := int64(r.IntN(3000))
+				now += ms
+				sluicetest.SetClock(t, native.Client, now)
+				sluicetest.SetClock(t, interp.Client, now)
+				continue
+			}
+		}
+		si := r.IntN(len(accelScripts))
+		s := accelScripts[si]
+		counts[s.name]++
+		args := s.args(r, step < withRedis)
+		cmd := append([]string{"EVAL", bodies[si], "1", key}, args...)
+		got, _ := both(cmd...)
+		if step >= withRedis {
+			continue
+		}
+		rargs := append([]string{"EVAL", redisBodies[si], "1", key}, args...)
+		if s.time {
+			rargs = append(rargs, strconv.FormatInt(now/1000, 10), strconv.FormatInt(now%1000*1000, 10))
+		}
+		// Redis ran a copy with TIME given: its errors name that copy.
+		want := strings.ReplaceAll(rc.Do(t, rargs...), shaOf(redisBodies[si]), shaOf(bodies[si]))
+		if !sameUpToTTL(got, want) {
+			t.Fatalf("step %d %s %q on %s: sluice %q, redis %q", step, s.name, args, key, got, want)
+		}
+	}
+	ns, is := accelState(t, nc), accelState(t, ic)
+	if fmt.Sprint(ns) != fmt.Sprint(is) {
+		t.Fatalf("state: native %q\n interpreter %q", ns, is)
+	}
+	info := nc.Do(t, "INFO", "scripting")
+	if !strings.Contains(info, "script_runs_native:") || strings.Contains(info, "script_runs_native:0\r") {
+		t.Fatalf("the native path never ran: %q", info)
+	}
+	if strings.Contains(ic.Do(t, "INFO", "scripting"), "script_runs_native:") && !strings.Contains(ic.Do(t, "INFO", "scripting"), "script_runs_native:0\r") {
+		t.Fatal("the interpreter's server ran scripts natively")
+	}
+	t.Logf("%d steps (%d with redis-server), seed %d: %v; native server %s", steps, withRedis, seed, counts, strings.ReplaceAll(info, "\r\n", " "))
+}
+
+// TestAcceleratedStateMatchesRedis: after a run without clock steps, the
+// stored values on Sluice (native) and Redis are byte for byte the same and
+// TTLs agree within a margin.
+func TestAcceleratedStateMatchesRedis(t *testing.T) {
+	_, nc := startAccel(t, true)
+	rd := sluicetest.StartRedis(t)
+	rc := sluicetest.DialRaw(t, rd.Network, rd.Addr)
+	r := rand.New(rand.NewPCG(5, 5))
+	for range 300 {
+		si := 1 + r.IntN(2) // the scripts on Redis's own clock
+		s := accelScripts[si]
+		key := accelKeys[r.IntN(3)]
+		args := s.args(r, true)
+		cmd := append([]string{"EVAL", accelBody(t, s.file), "1", key}, args...)
+		got, want := nc.Do(t, cmd...), rc.Do(t, cmd...)
+		if !sameUpToTTL(got, want) {
+			t.Fatalf("%s %q: sluice %q, redis %q", s.name, args, got, want)
+		}
+	}
+	for i, k := range accelKeys {
+		g, w := accelState(t, nc)[i], accelState(t, rc)[i]
+		if !sameUpToTTL(g, w) {
+			t.Errorf("%s: sluice %q, redis %q", k, g, w)
+		}
+	}
+}
+
+// sameUpToTTL compares two replies (or state lines) exactly, except that
+// integers may differ by up to 50 (milliseconds of TTL that pass between
+// the servers' runs).
+func sameUpToTTL(got, want string) bool {
+	if got == want {
+		return true
+	}
+	a, b := strings.Split(got, "\r\n"), strings.Split(want, "\r\n")
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] == b[i] {
+			continue
+		}
+		x, err1 := strconv.Atoi(strings.TrimLeft(a[i], ": "))
+		y, err2 := strconv.Atoi(strings.TrimLeft(b[i], ": "))
+		if err1 != nil || err2 != nil || x-y > 50 || y-x > 50 || (x < 0) != (y < 0) {
+			return false
+		}
+	}
+	return true
+}
