@@ -20,7 +20,7 @@ func (v *vm) installBase() {
 	set := func(name string, fn lua.LGFunction) { g.RawSetString(name, L.NewFunction(fn)) }
 	set("pcall", v.pcall)
 	v.namer = L.NewFunction(func(L *lua.LState) int {
-		L.Push(nameError(L, fixError(L.Get(1)), 1))
+		L.Push(nameError(L, fixError(v.stopValue(L, L.Get(1))), 1))
 		return 1
 	})
 	set("error", v.baseError)
@@ -36,7 +36,7 @@ func (v *vm) installBase() {
 		L.SetTop(1)
 		wrapped := L.NewFunction(func(L *lua.LState) int {
 			L.Push(handler)
-			L.Push(nameError(L, fixError(L.Get(1)), 1))
+			L.Push(nameError(L, fixError(v.stopValue(L, L.Get(1))), 1))
 			L.Call(1, 1)
 			return 1
 		})
@@ -254,6 +254,19 @@ func (v *vm) pcall(L *lua.LState) int {
 	}
 	L.Insert(lua.LTrue, 1)
 	return L.GetTop()
+}
+
+// stopValue is the error a halted run raises, as Lua code sees it:
+// Redis's kill error table, Lua's memory error string.
+func (v *vm) stopValue(L *lua.LState, ev lua.LValue) lua.LValue {
+	s, ok := ev.(lua.LString)
+	if !ok || v.ctx.stop == nil || !strings.HasSuffix(string(s), v.ctx.stop.Error()) {
+		return ev
+	}
+	if v.ctx.stop == errNoMemory {
+		return lua.LString(errNoMemory.Error())
+	}
+	return errorTable(L, "ERR "+errKilled.Error(), false)
 }
 
 // errValue is the Lua value of an error PCall returned; a Go panic inside

@@ -28,8 +28,8 @@ func handCases() []evalCase {
 		evalCase{body: "return {err='a\x00b'}"},
 		evalCase{body: "error('a\x00b')"},
 		evalCase{body: "return \"\r\n\""},
-		evalCase{body: gcraScript, keys: []string{"rl"}, args: []string{"10", "10", "1", "1"}},
-		evalCase{body: gcraScript, keys: []string{"rl"}, args: []string{"10", "10", "1", "5"}},
+		evalCase{body: gcraScript, keys: []string{"rl"}, args: []string{"10", "10", "3600", "1"}},
+		evalCase{body: gcraScript, keys: []string{"rl"}, args: []string{"10", "10", "3600", "5"}},
 	)
 	return cs
 }

@@ -94,10 +94,54 @@ func (r *diffRig) check(c evalCase) {
 	db := r.digestB.must(t, "DEBUG", "DIGEST")
 	if da != db {
 		r.failures++
-		t.Errorf("data differ after %q: %q vs %q", c.body, da, db)
+		t.Errorf("data differ after %q keys=%q args=%q:\n%s", c.body, c.keys, c.args, r.dataDiff())
 		r.digestA.must(t, "FLUSHALL")
 		r.digestB.must(t, "FLUSHALL")
 	}
+}
+
+// dataDiff describes the keys whose values differ between the servers.
+func (r *diffRig) dataDiff() string {
+	dump := func(c *conn) map[string]string {
+		out := map[string]string{}
+		v, _ := difftest.Parse([]byte(c.must(r.t, "KEYS", "*")))
+		for _, k := range v.Items {
+			key := k.Str
+			typ := strings.TrimSpace(strings.TrimPrefix(c.must(r.t, "TYPE", key), "+"))
+			var val string
+			switch typ {
+			case "string":
+				val = c.must(r.t, "GET", key)
+			case "list":
+				val = c.must(r.t, "LRANGE", key, "0", "-1")
+			case "hash":
+				val = c.must(r.t, "EVAL", "local t = redis.call('HGETALL', KEYS[1]) local o = {} for i = 1, #t, 2 do o[#o+1] = t[i] .. '=' .. t[i+1] end table.sort(o) return o", "1", key)
+			case "set":
+				val = c.must(r.t, "EVAL", "local t = redis.call('SMEMBERS', KEYS[1]) table.sort(t) return t", "1", key)
+			case "zset":
+				val = c.must(r.t, "ZRANGE", key, "0", "-1", "WITHSCORES")
+			}
+			ttl := c.must(r.t, "PTTL", key)
+			if ttl != ":-1\r\n" {
+				ttl = "ttl"
+			}
+			out[key] = typ + " " + ttl + " " + c.must(r.t, "DEBUG", "DIGEST-VALUE", key) + val
+		}
+		return out
+	}
+	a, b := dump(r.digestA), dump(r.digestB)
+	var d []string
+	for k, va := range a {
+		if vb := b[k]; va != vb {
+			d = append(d, fmt.Sprintf("  %s: sluice %s\n  %s: redis  %s", k, short(va), k, short(vb)))
+		}
+	}
+	for k, vb := range b {
+		if _, ok := a[k]; !ok {
+			d = append(d, fmt.Sprintf("  %s: sluice none, redis %s", k, short(vb)))
+		}
+	}
+	return strings.Join(d, "\n")
 }
 
 func short(s string) string {
@@ -205,7 +249,9 @@ func (g *gen) number() string {
 	case 5:
 		return g.pick("(0.1+0.2)", "(1/3)", "(2/3)", "(10/4)", "(-7/2)", "3.14159", "0.5", "-0.5")
 	case 6:
-		return g.pick("(1/0)", "(-1/0)", "(0/0)", "(-(0/0))", "-0.0")
+		// (-0.0 is left out: whether Lua 5.1 folds it into an earlier 0
+		// constant depends on the constants before it.)
+		return g.pick("(1/0)", "(-1/0)", "(0/0)", "(-(0/0))")
 	case 7:
 		return g.pick("math.huge", "-math.huge", "math.pi")
 	case 8:
@@ -213,7 +259,12 @@ func (g *gen) number() string {
 	case 9:
 		return g.pick("1e14", "99999999999999", "999999999999999", "100000000000000", "0.1", "1e-5", "123.456e10")
 	case 10:
-		return fmt.Sprintf("(%s %s %s)", g.smallNum(), g.pick("+", "-", "*", "/", "%", "^"), g.smallNum())
+		// ^ only with an integer exponent: Go's math.Pow and glibc's pow
+		// may differ in the last bit otherwise (see the report).
+		if g.r.Intn(6) == 0 {
+			return fmt.Sprintf("(%s ^ %s)", g.smallNum(), g.pick("2", "3", "0", "-1", "10"))
+		}
+		return fmt.Sprintf("(%s %s %s)", g.smallNum(), g.pick("+", "-", "*", "/", "%"), g.smallNum())
 	}
 	return g.pick("#KEYS", "#ARGV", "tonumber(ARGV[1] or 0)")
 }
@@ -263,9 +314,11 @@ func (g *gen) value(depth int) string {
 	case 6:
 		return fmt.Sprintf("{double=%s}", g.number())
 	case 7:
-		return fmt.Sprintf("{map={a=%s, [%s]=%s}}", g.value(depth+1), g.pick("'b'", "1", "2.5", "true"), g.value(depth+1))
+		// One entry: a table's order of traversal is the
+		// implementation's, and RESP2 flattens it.
+		return fmt.Sprintf("{map={[%s]=%s}}", g.pick("'a'", "'b'", "1", "2.5", "true"), g.value(depth+1))
 	case 8:
-		return fmt.Sprintf("{set={[%s]=true, [%s]=true}}", g.pick("'x'", "'y'", "3"), g.pick("'z'", "4.5", "'w'"))
+		return fmt.Sprintf("{set={[%s]=true}}", g.pick("'x'", "'y'", "3", "4.5"))
 	}
 	return fmt.Sprintf("{big_number=%q}", g.pick("123456789012345678901234567890", "-1", "1\r\n2"))
 }
@@ -296,7 +349,7 @@ func (g *gen) command() string {
 	case 4:
 		return fmt.Sprintf("redis.call('HSET', 'h', %s, %s)", g.scalarArg(), g.scalarArg())
 	case 5:
-		return "redis.call('HGETALL', 'h')"
+		return "redis.call('HGET', 'h', 'f')"
 	case 6:
 		return fmt.Sprintf("redis.pcall('%s')", g.pick("NOSUCH", "GET", "SET", "EVAL", "MULTI", "SUBSCRIBE"))
 	case 7:
@@ -312,7 +365,7 @@ func (g *gen) command() string {
 	case 12:
 		return fmt.Sprintf("redis.pcall('SET', %s, %s)", k, g.pick("{}", "true", "nil", "print"))
 	}
-	return fmt.Sprintf("redis.call('SADD', 's', %s) and redis.call('SMEMBERS', 's')", g.scalarArg())
+	return fmt.Sprintf("redis.call('SADD', 's', %s) and redis.call('SCARD', 's')", g.scalarArg())
 }
 
 func (g *gen) scalarArg() string {

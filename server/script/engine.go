@@ -304,10 +304,8 @@ func (v *vm) run(ctx context.Context, c *compiled, keys, args [][]byte, host Hos
 	}
 	ret := L.Get(-1)
 	L.SetTop(0)
-	if v.ctx.stop != nil {
-		// Stopped on the way out (the last instruction's check).
-		return v.errorReply(L)
-	}
+	// A script that caught its kill and ended on the same line returns,
+	// as in Redis.
 	return v.fromLua(ret, 2)
 }
 

@@ -30,7 +30,7 @@ func appendG(b []byte, f float64, prec int) []byte {
 // luaNumberString is Lua 5.1's number to string conversion (tostring,
 // string coercion): LUAI_NUMFFORMAT, "%.14g".
 func luaNumberString(f float64) string {
-	if f == math.Trunc(f) && f >= -1e14 && f <= 1e14 {
+	if f == math.Trunc(f) && f > -1e14 && f < 1e14 {
 		// The common case, integers of up to 14 digits, without the
 		// general formatter. (-0 still goes below, to print "-0".)
 		if f != 0 || !math.Signbit(f) {

@@ -2,6 +2,9 @@ package script
 
 import (
 	"fmt"
+	"math"
+	"reflect"
+	"strconv"
 
 	"github.com/yuin/gopher-lua/ast"
 )
@@ -86,6 +89,7 @@ func parseChunk(src, display string, level int) (chunk []ast.Stmt, err error) {
 	p.check(tkEOS)
 	// The concatenation helper, read once into a local of the main
 	// chunk (an upvalue for the functions in it).
+	zeroConstants(body)
 	helper := &ast.LocalAssignStmt{Names: []string{catName, modName}, Exprs: []ast.Expr{ident(catGlobal, 0), ident(modName, 0)}}
 	return append([]ast.Stmt{helper}, body...), nil
 }
@@ -612,7 +616,11 @@ func (p *parser) subexpr(limit int) (ast.Expr, int) {
 		case tkNot:
 			e = &ast.UnaryNotOpExpr{Expr: operand}
 		case '-':
-			e = &ast.UnaryMinusOpExpr{Expr: operand}
+			if n, ok := numeral(operand); ok {
+				e = numberExpr(-n)
+			} else {
+				e = &ast.UnaryMinusOpExpr{Expr: operand}
+			}
 		default:
 			e = &ast.UnaryLenOpExpr{Expr: operand}
 		}
@@ -642,7 +650,10 @@ func (p *parser) subexpr(limit int) (ast.Expr, int) {
 			continue
 		}
 		rhs, nextOp := p.subexpr(pr[1])
-		if op == '%' {
+		if f, ok := fold(op, e, rhs); ok {
+			e = f
+			setLines(e, p.last, p.last)
+		} else if op == '%' {
 			e = p.helperCall(modName, []ast.Expr{e, rhs})
 		} else {
 			e = binary(op, e, rhs, p.last)
@@ -651,6 +662,106 @@ func (p *parser) subexpr(limit int) (ast.Expr, int) {
 	}
 	p.leave()
 	return e, op
+}
+
+// numeral is a number literal's value (or a folded one's).
+func numeral(e ast.Expr) (float64, bool) {
+	n, ok := e.(*ast.NumberExpr)
+	if !ok {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(n.Value, 64)
+	return f, err == nil || isRange(err)
+}
+
+func numberExpr(f float64) *ast.NumberExpr {
+	return &ast.NumberExpr{Value: luaNumberLiteral(f)}
+}
+
+// fold is Lua 5.1's constant folding of arithmetic on two numerals: not
+// a division or modulo by zero, nor a NaN.
+func fold(op int, a, b ast.Expr) (ast.Expr, bool) {
+	x, ok1 := numeral(a)
+	y, ok2 := numeral(b)
+	if !ok1 || !ok2 {
+		return nil, false
+	}
+	var r float64
+	switch op {
+	case '+':
+		r = x + y
+	case '-':
+		r = x - y
+	case '*':
+		r = x * y
+	case '/':
+		if y == 0 {
+			return nil, false
+		}
+		r = x / y
+	case '%':
+		if y == 0 {
+			return nil, false
+		}
+		r = x - math.Floor(x/y)*y
+	case '^':
+		r = math.Pow(x, y)
+	default:
+		return nil, false
+	}
+	if r != r {
+		return nil, false
+	}
+	return numberExpr(r), true
+}
+
+// zeroConstants gives every zero numeral of a function the sign of its
+// first: Lua 5.1's constant table holds one key for 0 and -0, so a
+// function's later zeros reuse the first one's constant.
+func zeroConstants(stmts []ast.Stmt) {
+	sign := 0
+	var walk func(v reflect.Value)
+	walk = func(v reflect.Value) {
+		switch v.Kind() {
+		case reflect.Interface, reflect.Pointer:
+			if v.IsNil() {
+				return
+			}
+			if v.Kind() == reflect.Pointer {
+				switch n := v.Interface().(type) {
+				case *ast.FunctionExpr:
+					return // a function of its own
+				case *ast.NumberExpr:
+					if f, ok := numeral(n); ok && f == 0 {
+						neg := math.Signbit(f)
+						switch {
+						case sign == 0 && neg:
+							sign = -1
+						case sign == 0:
+							sign = 1
+						case sign == -1 && !neg:
+							n.Value = "-0.0"
+						case sign == 1 && neg:
+							n.Value = "0"
+						}
+					}
+					return
+				}
+			}
+			walk(v.Elem())
+		case reflect.Slice:
+			for i := 0; i < v.Len(); i++ {
+				walk(v.Index(i))
+			}
+		case reflect.Struct:
+			for i := 0; i < v.NumField(); i++ {
+				if f := v.Field(i); f.CanInterface() {
+					walk(f)
+				}
+			}
+		}
+	}
+	walk(reflect.ValueOf(stmts))
 }
 
 func binary(op int, lhs, rhs ast.Expr, line int) ast.Expr {
@@ -761,8 +872,12 @@ func (p *parser) simpleExp() ast.Expr {
 }
 
 // luaNumberLiteral writes a literal's value so that gopher-lua's
-// compiler reads back the same double.
+// compiler reads back the same double (it reads integers first, which
+// would lose a zero's sign).
 func luaNumberLiteral(f float64) string {
+	if f == 0 && math.Signbit(f) {
+		return "-0.0"
+	}
 	return formatG(f, 17)
 }
 
@@ -853,6 +968,7 @@ func (p *parser) body(method bool, line int) *ast.FunctionExpr {
 		setLines(a, line, line)
 		stmts = append([]ast.Stmt{a}, stmts...)
 	}
+	zeroConstants(stmts)
 	fn := &ast.FunctionExpr{ParList: par, Stmts: stmts}
 	setLines(fn, line, p.last)
 	return fn

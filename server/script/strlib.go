@@ -289,7 +289,7 @@ func absU(n int64) uint64 {
 // doubleToUint64 is x86-64's (unsigned long) cast of a double as gcc
 // compiles it.
 func doubleToUint64(f float64) uint64 {
-	if f < 9223372036854775808.0 {
+	if !(f >= 9223372036854775808.0) { // NaN takes this branch too
 		return uint64(luaToInteger(f))
 	}
 	return uint64(luaToInteger(f-9223372036854775808.0)) ^ 1<<63

@@ -215,6 +215,9 @@ type vmContext struct {
 	stop   error
 	done   chan struct{} // nil while running; closedChan once stopped
 	mem    memWatch
+	// The last instruction run after a kill (lineHook).
+	lastFn *lua.LFunction
+	lastPC int
 }
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
@@ -238,7 +241,48 @@ func (c *vmContext) Done() <-chan struct{} {
 	if c.n&(pollEvery-1) == 0 {
 		c.poll()
 	}
+	if c.done != nil && c.stop == errKilled {
+		return c.lineHook()
+	}
 	return c.done
+}
+
+// lineHook is when a killed script stops: Redis then sets a line hook
+// (luaMaskCountHook), which raises the kill error whenever a function
+// starts, a loop jumps back or the line changes, so a script that caught
+// the error in a pcall still finishes the line it is on.
+func (c *vmContext) lineHook() <-chan struct{} {
+	th := c.vm.L.G.CurrentThread
+	if th == nil {
+		th = c.vm.L
+	}
+	dbg, ok := th.GetStack(0)
+	if !ok {
+		return closedChan
+	}
+	fv, _ := th.GetInfo("f", dbg, lua.LNil)
+	fn, ok := fv.(*lua.LFunction)
+	if !ok || fn.IsG {
+		return closedChan
+	}
+	pc, ok := framePC(dbg)
+	if !ok || pc < 0 || pc >= len(fn.Proto.DbgSourcePositions) {
+		return closedChan
+	}
+	lines := fn.Proto.DbgSourcePositions
+	fire := pc == 0
+	switch {
+	case fn == c.lastFn:
+		fire = fire || pc <= c.lastPC || lines[pc] != lines[c.lastPC]
+	case pc > 0:
+		// Back in a caller, after the call instruction.
+		fire = fire || lines[pc] != lines[pc-1]
+	}
+	c.lastFn, c.lastPC = fn, pc
+	if fire {
+		return closedChan
+	}
+	return nil
 }
 
 func (c *vmContext) poll() {
@@ -268,6 +312,7 @@ func (c *vmContext) reset(parent <-chan struct{}, limit int64) {
 	c.parent = parent
 	c.stop = nil
 	c.done = nil
+	c.lastFn = nil
 	c.mem.reset(limit)
 }
 
