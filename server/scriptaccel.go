@@ -42,10 +42,12 @@ var knownScripts = map[string]*nativeScript{
 // accel is a Scripts' acceleration state.
 type accel struct {
 	off atomic.Bool // CONFIG SET script-acceleration no
-	// bySHA1 memoizes body -> native script (nil: none), so a run does not
-	// hash its body; bounded, past which unknown bodies are hashed again.
-	byBody   sync.Map
-	memoized atomic.Int64
+	// byBody memoizes body -> native script (nil: none), so that a run
+	// neither hashes its body nor allocates to look it up: an immutable
+	// map, replaced whole under mu; bounded, past which unknown bodies
+	// are hashed again.
+	mu       sync.Mutex
+	byBody   atomic.Pointer[map[string]*nativeScript]
 	native   atomic.Int64 // runs answered natively
 	fallback atomic.Int64 // runs a native function gave to the interpreter
 	lua      atomic.Int64 // runs of the interpreter
@@ -55,24 +57,37 @@ const maxMemoizedBodies = 4096
 
 // lookup finds body's native implementation, if any.
 func (a *accel) lookup(body []byte) *nativeScript {
-	if v, ok := a.byBody.Load(string(body)); ok {
-		return v.(*nativeScript)
+	if m := a.byBody.Load(); m != nil {
+		if n, ok := (*m)[string(body)]; ok {
+			return n
+		}
 	}
 	sum := sha1.Sum(body)
 	n := knownScripts[hex.EncodeToString(sum[:])]
-	if n != nil || a.memoized.Load() < maxMemoizedBodies {
-		if _, loaded := a.byBody.LoadOrStore(string(body), n); !loaded {
-			a.memoized.Add(1)
-		}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	old := a.byBody.Load()
+	if old != nil && (len(*old) >= maxMemoizedBodies && n == nil) {
+		return n
 	}
+	m := make(map[string]*nativeScript, 1+len(mapOrEmpty(old)))
+	for k, v := range mapOrEmpty(old) {
+		m[k] = v
+	}
+	m[string(body)] = n
+	a.byBody.Store(&m)
 	return n
 }
 
-// forget drops the memo (SCRIPT FLUSH).
-func (a *accel) forget() {
-	a.byBody.Clear()
-	a.memoized.Store(0)
+func mapOrEmpty(m *map[string]*nativeScript) map[string]*nativeScript {
+	if m == nil {
+		return nil
+	}
+	return *m
 }
+
+// forget drops the memo (SCRIPT FLUSH).
+func (a *accel) forget() { a.byBody.Store(nil) }
 
 // pathOf names the path a script takes, for SCRIPT introspection.
 func (a *accel) pathOf(body []byte) string {

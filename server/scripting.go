@@ -261,18 +261,21 @@ func (sr *scriptRun) Call(args [][]byte) engine.Reply {
 	if cmd.parse == nil {
 		return sr.serverCommand(cmd, args)
 	}
-	// The command's slices must outlive the call: a change is journaled
+	// A write's slices must outlive the call: its change is journaled
 	// from them (the journal copies the Command itself) when the hold
 	// ends, after later calls and scripts. So they are fresh each call.
-	size := 0
-	for _, a := range args {
-		size += len(a)
-	}
-	buf := make([]byte, 0, size)
-	own := make([][]byte, len(args))
-	for i, a := range args {
-		buf = append(buf, a...)
-		own[i] = buf[len(buf)-len(a) : len(buf) : len(buf)]
+	own := args
+	if cmd.flags&flagReadonly == 0 {
+		size := 0
+		for _, a := range args {
+			size += len(a)
+		}
+		buf := make([]byte, 0, size)
+		own = make([][]byte, len(args))
+		for i, a := range args {
+			buf = append(buf, a...)
+			own[i] = buf[len(buf)-len(a) : len(buf) : len(buf)]
+		}
 	}
 	ec := &sr.cmd
 	*ec = engine.Command{}
