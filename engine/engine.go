@@ -43,6 +43,7 @@ type Engine struct {
 	cfg    Config
 	shards []*shard.Shard
 	stats  []shardStats
+	clocks []shardClock
 	sweeps []sweepTask
 	mask   uint64
 	log    *slog.Logger
@@ -65,6 +66,26 @@ type Engine struct {
 	watchInit sync.Once
 
 	scriptState
+}
+
+// shardClock is the latest now a shard's commands ran at. Only the shard's
+// owner, or the coordinator holding it, touches it.
+type shardClock struct {
+	now int64
+	_   [56]byte
+}
+
+// shardNow is the time shard s runs a batch stamped now at: never earlier
+// than what it ran before. Connections stamp their pipelines as they
+// arrive, so two can reach a shard in the other order; without this a
+// key set to expire in 1000 ms could be read back with 1001 left.
+func (e *Engine) shardNow(s int, now int64) int64 {
+	c := &e.clocks[s]
+	if now < c.now {
+		return c.now
+	}
+	c.now = now
+	return now
 }
 
 // shardStats are written by one shard's owner and read by INFO; padded so
@@ -109,6 +130,7 @@ func New(cfg Config) *Engine {
 		log:    log,
 	}
 	e.holders = make([]atomic.Pointer[ScriptRun], n)
+	e.clocks = make([]shardClock, n)
 	e.maxMemory.Store(cfg.MaxMemory)
 	for i := range e.shards {
 		e.shards[i] = shard.New(i)
@@ -306,22 +328,23 @@ type shardJob struct {
 // Run applies the job's commands on the shard owner.
 func (j *shardJob) Run(t *shard.Table) {
 	b := j.b
+	now := j.e.shardNow(j.shard, b.now)
 	from := 0 // the commands not journaled yet start at j.idx[from]
 	for k, i := range j.idx {
 		c := &b.Cmds[i]
 		if !c.heldShards() {
-			b.Replies[i] = j.apply(t, c, b.now)
+			b.Replies[i] = j.apply(t, c, now)
 			continue
 		}
 		// A held command on this shard alone: the commands before it
 		// are journaled first, so that records follow the shard's order.
-		if err := j.journal(b.Cmds, b.Replies, j.idx[from:k], b.now); err != nil {
+		if err := j.journal(b.Cmds, b.Replies, j.idx[from:k], now); err != nil {
 			j.e.log.Error("journal append failed; the applied commands may not survive a restart", "err", err)
 		}
-		b.Replies[i] = j.runHere(t, c)
+		b.Replies[i] = j.runHere(t, c, now)
 		from = k + 1
 	}
-	if err := j.journal(b.Cmds, b.Replies, j.idx[from:], b.now); err != nil {
+	if err := j.journal(b.Cmds, b.Replies, j.idx[from:], now); err != nil {
 		j.e.log.Error("journal append failed; the applied commands may not survive a restart", "err", err)
 	}
 	st := &j.e.stats[j.shard]
@@ -334,7 +357,7 @@ func (j *shardJob) Run(t *shard.Table) {
 		j.limited = 0
 	}
 	if j.e.cfg.SweepEveryBatch {
-		st.swept.Add(int64(t.Sweep(b.now, j.e.cfg.SweepBudget)))
+		st.swept.Add(int64(t.Sweep(now, j.e.cfg.SweepBudget)))
 	}
 }
 

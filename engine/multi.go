@@ -149,7 +149,15 @@ func (e *Engine) holdRun(b *Batch, shards []int, big bool) *heldRun {
 		e.bigOps.Lock()
 	}
 	h := e.hold(shards)
-	x := &heldRun{e: e, b: b, tables: h.tables, jobs: make(map[int]*shardJob, len(shards)), now: b.now, h: h, bigLocked: big}
+	// The run's time is the latest any of its shards has run at.
+	now := b.now
+	for _, s := range shards {
+		now = max(now, e.clocks[s].now)
+	}
+	for _, s := range shards {
+		e.clocks[s].now = now
+	}
+	x := &heldRun{e: e, b: b, tables: h.tables, jobs: make(map[int]*shardJob, len(shards)), now: now, h: h, bigLocked: big}
 	for _, s := range shards {
 		x.jobs[s] = &shardJob{e: e, b: b, shard: s}
 	}
@@ -208,8 +216,8 @@ func (e *Engine) singleShard(c *Command) (int, bool) {
 
 // runHere runs a held command whose shards are only j's, on j's owner,
 // with t, and journals what it changed.
-func (j *shardJob) runHere(t *shard.Table, c *Command) Reply {
-	x := &heldRun{e: j.e, b: j.b, tables: map[int]*shard.Table{j.shard: t}, jobs: map[int]*shardJob{j.shard: j}, now: j.b.now}
+func (j *shardJob) runHere(t *shard.Table, c *Command, now int64) Reply {
+	x := &heldRun{e: j.e, b: j.b, tables: map[int]*shard.Table{j.shard: t}, jobs: map[int]*shardJob{j.shard: j}, now: now}
 	r := x.apply(c)
 	seq, err := x.journal()
 	if err != nil {

@@ -219,6 +219,7 @@ func (r *ScriptRun) extend(need []int) bool {
 	slices.Sort(more)
 	x.e.holdMore(x.h, more)
 	for _, s := range more {
+		x.e.clocks[s].now = max(x.e.clocks[s].now, x.now)
 		x.jobs[s] = &shardJob{e: x.e, b: x.b, shard: s}
 		x.e.holders[s].Store(r)
 	}
