@@ -53,6 +53,8 @@ var (
 var version = "0.1.0"
 
 type options struct {
+	busyMS          int
+	scriptAccel     string
 	port            portFlag
 	tlsPort         portFlag
 	tls             server.TLSFiles
@@ -119,6 +121,9 @@ func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&o.authMaxFailures, "auth-max-failures", 10, "close a connection after this many failed AUTH attempts (0: never)")
 	fs.StringVar(&o.maxMemory, "maxmemory", "0", "memory limit for stored state (e.g. 512mb; 0: none); past it new state gets -OOM")
 	fs.IntVar(&o.maxClients, "maxclients", 10000, "maximum concurrent connections")
+	fs.IntVar(&o.busyMS, "busy-reply-threshold", int(server.DefaultBusyThreshold.Milliseconds()), "ms a script may run before its shards answer BUSY and SCRIPT KILL may stop it (alias lua-time-limit; 0: never)")
+	fs.IntVar(&o.busyMS, "lua-time-limit", int(server.DefaultBusyThreshold.Milliseconds()), "alias of busy-reply-threshold")
+	fs.StringVar(&o.scriptAccel, "script-acceleration", "yes", "run known limiter scripts natively (docs/scripting.md): yes or no")
 	fs.IntVar(&o.shards, "shards", 0, "number of shards, rounded up to a power of two (0: 4 x GOMAXPROCS)")
 	fs.StringVar(&o.debug, "enable-debug-command", "no", "allow DEBUG (the test clock): no, yes or local")
 	fs.StringVar(&o.logLevel, "loglevel", "notice", "debug, verbose, notice or warning")
@@ -264,6 +269,15 @@ func run(args []string, stderr io.Writer) int {
 	acl := server.NewACL(o.requirePass)
 	// Scripts: the server's cache and the engine's runner, one object.
 	scripts := server.NewScripts(log)
+	scripts.SetBusyThreshold(time.Duration(max(o.busyMS, 0)) * time.Millisecond)
+	switch strings.ToLower(o.scriptAccel) {
+	case "yes":
+	case "no":
+		scripts.SetAcceleration(false)
+	default:
+		log.Error("script-acceleration must be yes or no", "value", o.scriptAccel)
+		return 2
+	}
 	eng := engine.New(engine.Config{Shards: o.shards, MaxMemory: maxMemory, Logger: log, Scripts: scripts})
 	var backend server.Backend = eng
 	var node *replication.Node
