@@ -33,11 +33,16 @@ const (
 
 // Hidden names: no Lua source can spell them.
 const (
-	catName    = "\x00cat" // the concatenation helper's local
-	catGlobal  = "\x00cat" // and the global it is read from
-	modName    = "\x00mod" // the modulo helper's local and global
-	tempPrefix = "\x00tmp" // temporaries of multiple assignments
-	selectName = "\x00sel" // select, for the arg table
+	catName   = "\x00cat" // the concatenation helper's local
+	catGlobal = "\x00cat" // and the global it is read from
+	modName   = "\x00mod" // the modulo helper's local and global
+	// redis.call and redis.pcall, and their variants for a call whose
+	// reply is not used.
+	callName      = "\x00call"
+	pcallName     = "\x00pcall"
+	callVoidName  = "\x00callv"
+	pcallVoidName = "\x00pcallv"
+	tempPrefix    = "\x00tmp" // temporaries of multiple assignments
 )
 
 type funcState struct {
@@ -90,7 +95,10 @@ func parseChunk(src, display string, level int) (chunk []ast.Stmt, err error) {
 	// The concatenation helper, read once into a local of the main
 	// chunk (an upvalue for the functions in it).
 	zeroConstants(body)
-	helper := &ast.LocalAssignStmt{Names: []string{catName, modName}, Exprs: []ast.Expr{ident(catGlobal, 0), ident(modName, 0)}}
+	helper := &ast.LocalAssignStmt{
+		Names: []string{catName, modName, callName, pcallName, callVoidName, pcallVoidName},
+		Exprs: []ast.Expr{ident(catGlobal, 0), ident(modName, 0), ident(callName, 0), ident(pcallName, 0), ident(callVoidName, 0), ident(pcallVoidName, 0)},
+	}
 	return append([]ast.Stmt{helper}, body...), nil
 }
 
@@ -505,6 +513,18 @@ func (p *parser) temp() string {
 func (p *parser) exprStat(line int) []ast.Stmt {
 	e, kind := p.primaryExp()
 	if kind == expCall {
+		if c, ok := e.(*ast.FuncCallExpr); ok {
+			// A redis.call whose reply nobody reads: the variant that
+			// does not convert it.
+			if id, ok := c.Func.(*ast.IdentExpr); ok {
+				switch id.Value {
+				case callName:
+					id.Value = callVoidName
+				case pcallName:
+					id.Value = pcallVoidName
+				}
+			}
+		}
 		s := &ast.FuncCallStmt{Expr: e}
 		setLines(s, line, p.last)
 		return []ast.Stmt{s}
@@ -950,24 +970,8 @@ func (p *parser) body(method bool, line int) *ast.FunctionExpr {
 	p.checkMatch(tkEnd, tkFunction, line)
 	p.closeBlock()
 	p.fs = fs.parent
-	if fs.vararg && fs.usesDots {
-		a := &ast.LocalAssignStmt{Names: []string{"arg"}, Exprs: []ast.Expr{}}
-		setLines(a, line, line)
-		stmts = append([]ast.Stmt{a}, stmts...)
-	} else if fs.vararg {
-		// arg = {n = select("#", ...), ...}, when the body does not use
-		// ... itself (Lua 5.1 then builds it).
-		sel := &ast.FuncCallExpr{Func: ident(selectName, line), Args: []ast.Expr{&ast.StringExpr{Value: "#"}, &ast.Comma3Expr{}}}
-		setLines(sel, line, line)
-		tab := &ast.TableExpr{Fields: []*ast.Field{
-			{Key: &ast.StringExpr{Value: "n"}, Value: sel},
-			{Value: &ast.Comma3Expr{}},
-		}}
-		setLines(tab, line, line)
-		a := &ast.LocalAssignStmt{Names: []string{"arg"}, Exprs: []ast.Expr{tab}}
-		setLines(a, line, line)
-		stmts = append([]ast.Stmt{a}, stmts...)
-	}
+	// gopher-lua builds a vararg function's arg table itself (Lua 5.1's
+	// LUA_COMPAT_VARARG), when the body does not use ....
 	zeroConstants(stmts)
 	fn := &ast.FunctionExpr{ParList: par, Stmts: stmts}
 	setLines(fn, line, p.last)
@@ -1027,13 +1031,35 @@ func (p *parser) primaryExp() (ast.Expr, int) {
 			e, kind = c, expCall
 		case '(', tkString, '{':
 			args, al := p.funcArgs()
-			c := &ast.FuncCallExpr{Func: e, Args: args}
+			c := &ast.FuncCallExpr{Func: p.redisFunc(e), Args: args}
 			setLines(c, al, p.last)
 			e, kind = c, expCall
 		default:
 			return e, kind
 		}
 	}
+}
+
+// redisFunc turns redis.call and redis.pcall (the global redis, which
+// no script can change) into the main chunk's locals holding them, so a
+// call costs no global or field lookup.
+func (p *parser) redisFunc(e ast.Expr) ast.Expr {
+	g, ok := e.(*ast.AttrGetExpr)
+	if !ok {
+		return e
+	}
+	obj, ok1 := g.Object.(*ast.IdentExpr)
+	key, ok2 := g.Key.(*ast.StringExpr)
+	if !ok1 || !ok2 || obj.Value != "redis" || p.resolve("redis") != "global" {
+		return e
+	}
+	switch key.Value {
+	case "call":
+		return ident(callName, g.Line())
+	case "pcall":
+		return ident(pcallName, g.Line())
+	}
+	return e
 }
 
 func (p *parser) funcArgs() ([]ast.Expr, int) {

@@ -47,6 +47,10 @@ type vm struct {
 
 	ctx vmContext
 
+	// The last script's main function, kept for its next run.
+	lastProto *lua.FunctionProto
+	lastFn    *lua.LFunction
+
 	// The current run.
 	host    Host
 	sha     string
@@ -109,7 +113,8 @@ func newVM(e *engineImpl) *vm {
 	v.globals.RawSetString("__redis__err__handler", L.NewFunction(v.errHandlerGlobal))
 
 	// Keep exactly Redis 7.0's globals.
-	keep := map[string]bool{catGlobal: true, selectName: true, modName: true}
+	keep := map[string]bool{catGlobal: true, modName: true,
+		callName: true, pcallName: true, callVoidName: true, pcallVoidName: true}
 	for _, k := range redisGlobals {
 		keep[k] = true
 	}
@@ -333,6 +338,24 @@ func (v *vm) charge(n int64) bool {
 func (v *vm) noMemory() {
 	v.ctx.halt(errNoMemory)
 	v.L.RaiseError("not enough memory")
+}
+
+// smallInts are the numbers 0-1023 already in interfaces: a Go function
+// returning one does not allocate.
+var smallInts = func() (t [1024]lua.LValue) {
+	for i := range t {
+		t[i] = lua.LNumber(i)
+	}
+	return
+}()
+
+// num boxes a number for Lua, without allocating for small integers.
+func num[T int | int32 | int64 | float64 | byte](x T) lua.LValue {
+	f := float64(x)
+	if f >= 0 && f < 1024 && f == float64(int(f)) && (f != 0 || !math.Signbit(f)) {
+		return smallInts[int(f)]
+	}
+	return lua.LNumber(f)
 }
 
 func luaToString(lv lua.LValue) string {
