@@ -760,6 +760,32 @@ return 'it''s'
 --[[ block comment ]] return 1
 -- line comment¶return 2
 local a <const> = 1
+// line numbers of multi-line statements
+local x = 1 +¶  nil
+local t = nil¶return t¶.x
+return redis.call(¶"nosuch"¶)
+local s = "a" ..¶ nil
+nosuchf(¶)
+error(¶"x"¶)
+local t = {¶1,¶nil + 1¶}
+if¶nil > 1¶then return 1 end
+local a = {}¶a.b.c¶= 1
+for i = 1,¶nil do end
+local x = 5¶return x()
+local t = {}¶return t:nomethod()
+return #nosuch
+return -{}
+return {} .. "x"
+local u = nil¶local function f() return u.x end¶return f()
+local u = nil¶local function f() return u() end¶return f()
+return math.nosuch()
+return string.nosuch("x")
+local t = {} t.x.y = 1
+return ("x") + 1
+return "10" + {}
+return 1 < "x"
+return {} < {}
+return nil < nil
 // limits
 local function f(n) return 1 + f(n+1) end return f(1)
 local function f(n) if n == 0 then return 0 end return 1 + f(n-1) end return f(15000)

@@ -39,7 +39,7 @@ const rkBit = 1 << 8
 
 // objName is getobjname: how register reg got its value at pc.
 func objName(fn *lua.LFunction, pc, reg int) (kind, name string) {
-	if n, ok := fn.LocalName(reg+1, pc); ok {
+	if n, ok := localName(fn.Proto, reg, pc); ok {
 		if strings.HasPrefix(n, "\x00") || strings.HasPrefix(n, "(") {
 			return "", ""
 		}
@@ -113,6 +113,25 @@ func objName(fn *lua.LFunction, pc, reg int) (kind, name string) {
 		}
 	}
 	return "", ""
+}
+
+// localName is the local in register reg at pc, if any (Lua's
+// luaF_getlocalname: the locals active at pc, in order of their
+// registers).
+func localName(p *lua.FunctionProto, reg, pc int) (string, bool) {
+	n := reg
+	for _, l := range p.DbgLocals {
+		if l.StartPc > pc {
+			break
+		}
+		if pc < l.EndPc {
+			if n == 0 {
+				return l.Name, true
+			}
+			n--
+		}
+	}
+	return "", false
 }
 
 // nameError rewrites a gopher-lua runtime error raised by the Lua

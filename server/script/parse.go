@@ -406,6 +406,7 @@ func (p *parser) forStat(line int) ast.Stmt {
 			setLines(n, line, line)
 			step = n
 		}
+		doLine := p.tok.line
 		p.checkNext(tkDo)
 		p.openBlock(true)
 		p.declare(name)
@@ -413,7 +414,8 @@ func (p *parser) forStat(line int) ast.Stmt {
 		p.closeBlock()
 		p.checkMatch(tkEnd, tkFor, line)
 		s := &ast.NumberForStmt{Name: name, Init: init, Limit: limit, Step: step, Stmts: body}
-		setLines(s, line, p.last)
+		// Its checks (FORPREP) are Lua's code at the do.
+		setLines(s, doLine, p.last)
 		return s
 	case ',', tkIn:
 		names := []string{name}
@@ -547,6 +549,12 @@ func (p *parser) exprStat(line int) []ast.Stmt {
 	}
 	p.checkNext('=')
 	values := p.exprList()
+	// The stores come after the values: at the statement's last line.
+	for _, t := range targets {
+		if g, ok := t.(*ast.AttrGetExpr); ok {
+			g.SetLine(p.last)
+		}
+	}
 	if len(targets) == 1 {
 		s := &ast.AssignStmt{Lhs: targets, Rhs: values}
 		setLines(s, line, p.last)
@@ -571,7 +579,7 @@ func (p *parser) multiAssign(targets, values []ast.Expr, line int) ast.Stmt {
 		setLines(pre, t.Line(), t.LastLine())
 		stmts = append(stmts, pre)
 		ng := &ast.AttrGetExpr{Object: ident(o, t.Line()), Key: ident(k, t.Line())}
-		setLines(ng, t.Line(), t.LastLine())
+		setLines(ng, p.last, p.last)
 		assigns[i] = ng
 	}
 	vals := make([]string, len(targets))
