@@ -144,6 +144,7 @@ func (v *vm) installBase() {
 	})
 	v.globals.RawSetString(catGlobal, L.NewFunction(v.concat))
 	v.globals.RawSetString(modName, L.NewFunction(v.mod))
+	v.globals.RawSetString(forName, L.NewFunction(v.forNum))
 	set("assert", func(L *lua.LState) int {
 		checkAny(L, 1)
 		if !lua.LVAsBool(L.Get(1)) {

@@ -31,8 +31,10 @@ func handCases() []evalCase {
 		evalCase{body: gcraScript, keys: []string{"rl"}, args: []string{"10", "10", "3600", "1"}},
 		evalCase{body: gcraScript, keys: []string{"rl"}, args: []string{"10", "10", "3600", "5"}},
 	)
-	return cs
+	return append(cs, extraCases...)
 }
+
+var extraCases []evalCase
 
 // knownDivergent are cases that differ, and why: gopher-lua's VM.
 var knownDivergent = map[string]string{
@@ -796,3 +798,24 @@ local t = {} for i = 1, 1000 do t[#t+1] = tostring(i) end return table.concat(t,
 local t = {} t[100000000] = 1 return t[100000000]
 local t = {} t[5000000] = 1 return #t
 `
+
+func init() {
+	extraCases = append(extraCases,
+		evalCase{body: "return ARGV[1] + 1", args: []string{"010"}},
+		evalCase{body: "return ARGV[1] * 2", args: []string{"0x10"}},
+		evalCase{body: "return -ARGV[1]", args: []string{" 7 "}},
+		evalCase{body: "return ARGV[1] % 3", args: []string{"10"}},
+		evalCase{body: "return ARGV[1] ^ 2", args: []string{"3"}},
+		evalCase{body: "return ARGV[1] + 1", args: []string{"abc"}},
+		evalCase{body: "local x = ARGV[1] return x + 1", args: []string{"abc"}},
+		evalCase{body: "return ARGV[1] + {}", args: []string{"1"}},
+		evalCase{body: "return ARGV[1] + 1", args: []string{"1e"}},
+		evalCase{body: "return ARGV[1] + 1", args: []string{"inf"}},
+		evalCase{body: "return tostring(ARGV[1] + 0)", args: []string{"\v5\f"}},
+		evalCase{body: "return ARGV[1] - 0", args: []string{"0b101"}},
+		evalCase{body: "local s = 0 for i = ARGV[1], ARGV[2] do s = s + i end return s", args: []string{"1", "10"}},
+		evalCase{body: "for i = 1, ARGV[1] do end return 1", args: []string{"x"}},
+		evalCase{body: "for i = 1, 2, ARGV[1] do end return 1", args: []string{"0x1"}},
+		evalCase{body: "for i = ARGV[1], 2 do end return 1", args: []string{""}},
+	)
+}

@@ -69,7 +69,7 @@ func objName(fn *lua.LFunction, pc, reg int) (kind, name string) {
 				if k, ok := constString(instC(in)); ok {
 					return "field", k
 				}
-				return "", ""
+				return "field", "?"
 			}
 		case lua.OP_SELF:
 			if a == reg {

@@ -36,6 +36,7 @@ const (
 	catName   = "\x00cat" // the concatenation helper's local
 	catGlobal = "\x00cat" // and the global it is read from
 	modName   = "\x00mod" // the modulo helper's local and global
+	forName   = "\x00for" // the numeric for's coercion of its bounds
 	// redis.call and redis.pcall, and their variants for a call whose
 	// reply is not used.
 	callName      = "\x00call"
@@ -96,8 +97,8 @@ func parseChunk(src, display string, level int) (chunk []ast.Stmt, err error) {
 	// chunk (an upvalue for the functions in it).
 	zeroConstants(body)
 	helper := &ast.LocalAssignStmt{
-		Names: []string{catName, modName, callName, pcallName, callVoidName, pcallVoidName},
-		Exprs: []ast.Expr{ident(catGlobal, 0), ident(modName, 0), ident(callName, 0), ident(pcallName, 0), ident(callVoidName, 0), ident(pcallVoidName, 0)},
+		Names: []string{catName, modName, forName, callName, pcallName, callVoidName, pcallVoidName},
+		Exprs: []ast.Expr{ident(catGlobal, 0), ident(modName, 0), ident(forName, 0), ident(callName, 0), ident(pcallName, 0), ident(callVoidName, 0), ident(pcallVoidName, 0)},
 	}
 	return append([]ast.Stmt{helper}, body...), nil
 }
@@ -290,9 +291,11 @@ func (p *parser) statement() ([]ast.Stmt, bool) {
 		p.openBlock(true)
 		body := p.block()
 		p.closeBlock()
+		// The jump back is Lua's code at the block's last token.
+		blockEnd := p.last
 		p.checkMatch(tkEnd, tkWhile, line)
 		s := &ast.WhileStmt{Condition: cond, Stmts: body}
-		setLines(s, line, p.last)
+		setLines(s, line, blockEnd)
 		return []ast.Stmt{s}, false
 	case tkDo:
 		p.next()
@@ -407,6 +410,19 @@ func (p *parser) forStat(line int) ast.Stmt {
 			step = n
 		}
 		doLine := p.tok.line
+		// Lua 5.1's for takes strings that convert to numbers; gopher-lua
+		// refuses them.
+		coerce := func(e ast.Expr, what string) ast.Expr {
+			if _, ok := numeral(e); ok {
+				return e
+			}
+			k := &ast.StringExpr{Value: what}
+			setLines(k, doLine, doLine)
+			c := &ast.FuncCallExpr{Func: ident(forName, doLine), Args: []ast.Expr{k, e}, AdjustRet: true}
+			setLines(c, doLine, doLine)
+			return c
+		}
+		init, limit, step = coerce(init, "initial value"), coerce(limit, "limit"), coerce(step, "step")
 		p.checkNext(tkDo)
 		p.openBlock(true)
 		p.declare(name)
@@ -861,6 +877,7 @@ func (p *parser) operandName(e ast.Expr) string {
 		if k, ok := x.Key.(*ast.StringExpr); ok {
 			return "field '" + k.Value + "'"
 		}
+		return "field '?'"
 	}
 	return ""
 }
