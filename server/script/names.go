@@ -40,6 +40,9 @@ const rkBit = 1 << 8
 // objName is getobjname: how register reg got its value at pc.
 func objName(fn *lua.LFunction, pc, reg int) (kind, name string) {
 	if n, ok := localName(fn.Proto, reg, pc); ok {
+		if kind, name, ok := hoistedName(n); ok {
+			return kind, name
+		}
 		if strings.HasPrefix(n, "\x00") || strings.HasPrefix(n, "(") {
 			return "", ""
 		}
@@ -83,8 +86,13 @@ func objName(fn *lua.LFunction, pc, reg int) (kind, name string) {
 			}
 		case lua.OP_GETUPVAL:
 			if a == reg {
-				if b := instB(in); b < len(p.DbgUpvalues) && !strings.HasPrefix(p.DbgUpvalues[b], "\x00") {
-					return "upvalue", p.DbgUpvalues[b]
+				if b := instB(in); b < len(p.DbgUpvalues) {
+					if kind, name, ok := hoistedName(p.DbgUpvalues[b]); ok {
+						return kind, name
+					}
+					if !strings.HasPrefix(p.DbgUpvalues[b], "\x00") {
+						return "upvalue", p.DbgUpvalues[b]
+					}
 				}
 				return "", ""
 			}

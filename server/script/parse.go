@@ -70,6 +70,8 @@ type parser struct {
 	level  int
 	fs     *funcState
 	ntemps int
+	// globalRefs are the reads of globals every run has (hoist.go).
+	globalRefs map[*ast.IdentExpr]bool
 	// concats are the concatenation calls made so far and their
 	// operands, to flatten a chain.
 	concats map[*ast.FuncCallExpr][]ast.Expr
@@ -96,6 +98,7 @@ func parseChunk(src, display string, level int) (chunk []ast.Stmt, err error) {
 	// The concatenation helper, read once into a local of the main
 	// chunk (an upvalue for the functions in it).
 	zeroConstants(body)
+	body = p.hoist(body)
 	helper := &ast.LocalAssignStmt{
 		Names: []string{catName, modName, forName, callName, pcallName, callVoidName, pcallVoidName},
 		Exprs: []ast.Expr{ident(catGlobal, 0), ident(modName, 0), ident(forName, 0), ident(callName, 0), ident(pcallName, 0), ident(callVoidName, 0), ident(pcallVoidName, 0)},
@@ -866,6 +869,9 @@ func (p *parser) helperCall(helper string, parts []ast.Expr) *ast.FuncCallExpr {
 func (p *parser) operandName(e ast.Expr) string {
 	switch x := e.(type) {
 	case *ast.IdentExpr:
+		if p.globalRefs[x] {
+			return "global '" + x.Value + "'"
+		}
 		switch p.resolve(x.Value) {
 		case "local":
 			return "local '" + x.Value + "'"
@@ -1012,8 +1018,14 @@ func (p *parser) primaryExp() (ast.Expr, int) {
 	switch p.tok.t {
 	case tkName:
 		name := p.tok.s
-		p.resolve(name)
-		e = ident(name, line)
+		id := ident(name, line)
+		if p.resolve(name) == "global" && fixedGlobals[name] {
+			if p.globalRefs == nil {
+				p.globalRefs = map[*ast.IdentExpr]bool{}
+			}
+			p.globalRefs[id] = true
+		}
+		e = id
 		kind = expVar
 		p.next()
 	case '(':
