@@ -96,7 +96,7 @@ func objName(fn *lua.LFunction, pc, reg int) (kind, name string) {
 				}
 				return "", ""
 			}
-		case lua.OP_MOVE:
+		case lua.OP_MOVE, lua.OP_MOVEN:
 			if a == reg {
 				if b := instB(in); b < a {
 					return objName(fn, i, b)
