@@ -365,7 +365,7 @@ func (e *jsonEncoder) array(t *lua.LTable, n, depth int32, top int) {
 		if i > 1 {
 			e.buf = append(e.buf, ',')
 		}
-		e.value(t.RawGetInt(int(i)), depth, top+1)
+		e.value(t.RawGet(lua.LNumber(i)), depth, top+1)
 	}
 	e.buf = append(e.buf, ']')
 }

@@ -166,7 +166,7 @@ func (e *msgpackEncoder) encodeArray(t *lua.LTable, n, level, top int) {
 	e.encodeHeader(n, 0x90, 0xdc, 0xdd)
 	e.checkStack(top, 1, "in function mp_encode_lua_table_as_array")
 	for j := 1; j <= n; j++ {
-		e.encode(t.RawGetInt(j), level+1, top+1)
+		e.encode(t.RawGet(lua.LNumber(j)), level+1, top+1)
 	}
 }
 
