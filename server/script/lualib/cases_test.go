@@ -73,6 +73,13 @@ var cjsonEncodeCases = []string{
 	`local t = {} for i = 1, 20 do t[i] = (i % 3 == 0) and i or nil end return cjson.encode(t)`,
 	`return cjson.encode(string.rep('x', 70000))`,
 	`return cjson.encode({1, {2, {3, {4, {5}}}}})`,
+	`return cjson.encode({[NZ] = 1})`,
+	`return cjson.encode({['\0'] = '\0', ['a\0b'] = 1})`,
+	`return dump(cjson.decode(12.5)) .. dump(cjson.decode(1e300)) .. dump(cjson.decode(NAN)) .. dump(cjson.decode(-2^63))`,
+	`return dump(cjson.decode(INF))`,
+	`return dump(cjson.decode(true))`,
+	`return dump(cjson.decode(''))`,
+	`return dump(cjson.decode('  '))`,
 }
 
 var cjsonDecodeCases = []string{
