@@ -128,7 +128,7 @@ func (v *vm) installBase() {
 	set("select", func(L *lua.LState) int {
 		n := L.GetTop()
 		if s, ok := L.Get(1).(lua.LString); ok && s == "#" {
-			L.Push(lua.LNumber(n - 1))
+			L.Push(num(n - 1))
 			return 1
 		}
 		i := int(checkInt(L, 1))
@@ -142,9 +142,9 @@ func (v *vm) installBase() {
 		}
 		return n - i
 	})
-	v.globals.RawSetString(selectName, v.globals.RawGetString("select"))
 	v.globals.RawSetString(catGlobal, L.NewFunction(v.concat))
 	v.globals.RawSetString(modName, L.NewFunction(v.mod))
+	v.globals.RawSetString(forName, L.NewFunction(v.forNum))
 	set("assert", func(L *lua.LState) int {
 		checkAny(L, 1)
 		if !lua.LVAsBool(L.Get(1)) {
@@ -156,22 +156,22 @@ func (v *vm) installBase() {
 		opt := optString(L, 1, "collect")
 		switch opt {
 		case "count":
-			L.Push(lua.LNumber(float64(heapObjects()) / 1024))
+			L.Push(num(float64(heapObjects()) / 1024))
 		case "step":
 			L.Push(lua.LFalse)
 		case "setpause", "setstepmul":
-			L.Push(lua.LNumber(200))
+			L.Push(num(200))
 		case "collect", "stop", "restart":
 			// The heap is Go's; a script does not get to drive its
 			// collector.
-			L.Push(lua.LNumber(0))
+			L.Push(num(0))
 		default:
 			argError(L, 1, "invalid option '"+opt+"'")
 		}
 		return 1
 	})
 	set("gcinfo", func(L *lua.LState) int {
-		L.Push(lua.LNumber(heapObjects() >> 10))
+		L.Push(num(heapObjects() >> 10))
 		return 1
 	})
 	set("loadstring", func(L *lua.LState) int {
@@ -377,7 +377,7 @@ func (v *vm) next(L *lua.LState) int {
 	t := checkTable(L, 1)
 	b, _ := v.backing(t)
 	k, val := b.Next(L.Get(2))
-	for b == v.globals && (k == lua.LString(catGlobal) || k == lua.LString(selectName) || k == lua.LString(modName)) {
+	for b == v.globals && hiddenGlobal(k) {
 		k, val = b.Next(k)
 	}
 	if k == lua.LNil {
@@ -387,6 +387,13 @@ func (v *vm) next(L *lua.LState) int {
 	L.Push(k)
 	L.Push(val)
 	return 2
+}
+
+// hiddenGlobal says whether k is one of the parser's helpers, which
+// scripts cannot name and pairs does not show.
+func hiddenGlobal(k lua.LValue) bool {
+	s, ok := k.(lua.LString)
+	return ok && len(s) > 0 && s[0] == 0
 }
 
 // rawSet is lua_rawset's checks on the key and the store.
@@ -407,7 +414,7 @@ func baseToNumber(L *lua.LState) int {
 	if base == 10 {
 		checkAny(L, 1)
 		if f, ok := toNumber(L.Get(1)); ok {
-			L.Push(lua.LNumber(f))
+			L.Push(num(f))
 			return 1
 		}
 		L.Push(lua.LNil)
@@ -418,7 +425,7 @@ func baseToNumber(L *lua.LState) int {
 		argError(L, 2, "base out of range")
 	}
 	if n, ok := strtoulBase(s, int(base)); ok {
-		L.Push(lua.LNumber(n))
+		L.Push(num(n))
 		return 1
 	}
 	L.Push(lua.LNil)

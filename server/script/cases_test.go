@@ -31,8 +31,10 @@ func handCases() []evalCase {
 		evalCase{body: gcraScript, keys: []string{"rl"}, args: []string{"10", "10", "3600", "1"}},
 		evalCase{body: gcraScript, keys: []string{"rl"}, args: []string{"10", "10", "3600", "5"}},
 	)
-	return cs
+	return append(cs, extraCases...)
 }
+
+var extraCases []evalCase
 
 // knownDivergent are cases that differ, and why: gopher-lua's VM.
 var knownDivergent = map[string]string{
@@ -760,6 +762,32 @@ return 'it''s'
 --[[ block comment ]] return 1
 -- line comment¶return 2
 local a <const> = 1
+// line numbers of multi-line statements
+local x = 1 +¶  nil
+local t = nil¶return t¶.x
+return redis.call(¶"nosuch"¶)
+local s = "a" ..¶ nil
+nosuchf(¶)
+error(¶"x"¶)
+local t = {¶1,¶nil + 1¶}
+if¶nil > 1¶then return 1 end
+local a = {}¶a.b.c¶= 1
+for i = 1,¶nil do end
+local x = 5¶return x()
+local t = {}¶return t:nomethod()
+return #nosuch
+return -{}
+return {} .. "x"
+local u = nil¶local function f() return u.x end¶return f()
+local u = nil¶local function f() return u() end¶return f()
+return math.nosuch()
+return string.nosuch("x")
+local t = {} t.x.y = 1
+return ("x") + 1
+return "10" + {}
+return 1 < "x"
+return {} < {}
+return nil < nil
 // limits
 local function f(n) return 1 + f(n+1) end return f(1)
 local function f(n) if n == 0 then return 0 end return 1 + f(n-1) end return f(15000)
@@ -770,3 +798,24 @@ local t = {} for i = 1, 1000 do t[#t+1] = tostring(i) end return table.concat(t,
 local t = {} t[100000000] = 1 return t[100000000]
 local t = {} t[5000000] = 1 return #t
 `
+
+func init() {
+	extraCases = append(extraCases,
+		evalCase{body: "return ARGV[1] + 1", args: []string{"010"}},
+		evalCase{body: "return ARGV[1] * 2", args: []string{"0x10"}},
+		evalCase{body: "return -ARGV[1]", args: []string{" 7 "}},
+		evalCase{body: "return ARGV[1] % 3", args: []string{"10"}},
+		evalCase{body: "return ARGV[1] ^ 2", args: []string{"3"}},
+		evalCase{body: "return ARGV[1] + 1", args: []string{"abc"}},
+		evalCase{body: "local x = ARGV[1] return x + 1", args: []string{"abc"}},
+		evalCase{body: "return ARGV[1] + {}", args: []string{"1"}},
+		evalCase{body: "return ARGV[1] + 1", args: []string{"1e"}},
+		evalCase{body: "return ARGV[1] + 1", args: []string{"inf"}},
+		evalCase{body: "return tostring(ARGV[1] + 0)", args: []string{"\v5\f"}},
+		evalCase{body: "return ARGV[1] - 0", args: []string{"0b101"}},
+		evalCase{body: "local s = 0 for i = ARGV[1], ARGV[2] do s = s + i end return s", args: []string{"1", "10"}},
+		evalCase{body: "for i = 1, ARGV[1] do end return 1", args: []string{"x"}},
+		evalCase{body: "for i = 1, 2, ARGV[1] do end return 1", args: []string{"0x1"}},
+		evalCase{body: "for i = ARGV[1], 2 do end return 1", args: []string{""}},
+	)
+}

@@ -119,6 +119,76 @@ func (v *vm) mod(L *lua.LState) int {
 	return 0
 }
 
+// forNum is the numeric for's bound: a number, or a string that
+// converts to one.
+func (v *vm) forNum(L *lua.LState) int {
+	x := L.Get(2)
+	if n, ok := x.(lua.LNumber); ok {
+		L.Push(n)
+		return 1
+	}
+	if s, ok := x.(lua.LString); ok {
+		if f, ok := str2number(string(s)); ok {
+			L.Push(lua.LNumber(f))
+			return 1
+		}
+	}
+	luaError(L, "'for' %s must be a number", luaToString(L.Get(1)))
+	return 0
+}
+
+// stringArith is the strings' arithmetic metamethod for op: Lua 5.1's
+// coercion (luaO_str2d), then the other operand's metamethod, then the
+// error naming the culprit.
+func (v *vm) stringArith(op string) lua.LGFunction {
+	return func(L *lua.LState) int {
+		a, b := L.Get(1), L.Get(2)
+		if op == "__unm" {
+			b = a
+		}
+		x, okx := toNumber(a)
+		y, oky := toNumber(b)
+		if okx && oky {
+			var r float64
+			switch op {
+			case "__add":
+				r = x + y
+			case "__sub":
+				r = x - y
+			case "__mul":
+				r = x * y
+			case "__div":
+				r = x / y
+			case "__mod":
+				r = x - math.Floor(x/y)*y
+			case "__pow":
+				r = math.Pow(x, y)
+			case "__unm":
+				r = -x
+			}
+			L.Push(lua.LNumber(r))
+			return 1
+		}
+		for _, o := range []lua.LValue{a, b} {
+			if mm := v.metaField(o, op); mm != lua.LNil {
+				L.Push(mm)
+				L.Push(a)
+				L.Push(b)
+				L.Call(2, 1)
+				return 1
+			}
+		}
+		bad := b
+		if !okx {
+			bad = a
+		}
+		msg := lua.LValue(lua.LString(where(L, 1) + "attempt to perform arithmetic on a " + bad.Type().String() + " value"))
+		// Named from the caller's instruction, as a VM error would be.
+		L.Error(nameError(L, msg, 1), 0)
+		return 0
+	}
+}
+
 func (v *vm) metaConcat(lv lua.LValue) lua.LValue {
 	switch lv.(type) {
 	case *lua.LTable, *lua.LUserData:

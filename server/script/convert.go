@@ -17,7 +17,7 @@ import (
 func (v *vm) toLua(L *lua.LState, r *engine.Reply) lua.LValue {
 	switch r.Kind {
 	case engine.ReplyInt:
-		return lua.LNumber(r.Int)
+		return num(float64(r.Int))
 	case engine.ReplyBulk:
 		if r.Bulk != nil {
 			return lua.LString(r.Bulk)

@@ -384,7 +384,29 @@ func (g *gen) script() evalCase {
 	for range g.r.Intn(3) {
 		fmt.Fprintf(&b, "local v%d = %s\n", g.r.Intn(1000), g.command())
 	}
-	switch g.r.Intn(8) {
+	switch g.r.Intn(12) {
+	case 8:
+		// table.sort's order of equal elements is its algorithm's.
+		fmt.Fprintf(&b, "local t = {} for i = 1, %d do t[i] = {k = math.random(%d), v = i} end table.sort(t, function(a, b) return a.k %s b.k end) local o = {} for i, x in ipairs(t) do o[i] = x.v end return o",
+			g.r.Intn(40)+2, g.r.Intn(5)+1, g.pick("<", ">"))
+	case 9:
+		subj := g.pick(`"hello world"`, `"key:123:abc"`, `"  trim me  "`, `"a,b,,c"`, `"(nested (parens))"`, `"x=1, y=22, z=333"`, `"THE end"`, `""`, `"a.b.c"`)
+		pat := g.pick(`"%a+"`, `"(%w+):(%d+)"`, `"^%s*(.-)%s*$"`, `"[^,]*"`, `"%b()"`, `"(%w+)=(%d+)"`, `"%f[%a]%a+"`, `"%u+"`, `"."`, `"%."`, `"()"`, `"[%a_][%w_]*"`, `"(a*)"`, `"%d%d?%d?"`, `"[aeiou]"`, `"(h)(e)"`, `"[%]"`, `"%"`, `"(()"`, `"%1"`)
+		switch g.r.Intn(4) {
+		case 0:
+			fmt.Fprintf(&b, "return {string.find(%s, %s, %d)}", subj, pat, g.r.Intn(6)-2)
+		case 1:
+			fmt.Fprintf(&b, "return {string.match(%s, %s)}", subj, pat)
+		case 2:
+			fmt.Fprintf(&b, "return {string.gsub(%s, %s, %s)}", subj, pat, g.pick(`"<%0>"`, `"%1"`, `"-"`, `{hello="HI", a="A"}`, `function(x) return x:upper() end`, `"%%"`, `""`))
+		default:
+			fmt.Fprintf(&b, "local o = {} for a, b in string.gmatch(%s, %s) do o[#o+1] = tostring(a) .. '/' .. tostring(b) end return o", subj, pat)
+		}
+	case 10:
+		fmt.Fprintf(&b, "local %s = %s return %s", g.pick("x", "y"), g.pick("nil", "{}", "5", "'s'", "true"), g.pick(
+			"'a' .. x", "x .. 'a'", "x + 1", "x.field", "x()", "#x", "-x", "x:m()", "x[1]", "({}) .. x", "x < 1", "nosuch .. x", "math.nosuch(x)", "string.rep(x, 2)", "tostring(x) .. y"))
+	case 11:
+		fmt.Fprintf(&b, "return {%s, %s, %s}", g.str(), g.str(), g.str())
 	case 0:
 		fmt.Fprintf(&b, "return %s", g.command())
 	case 1:

@@ -36,6 +36,9 @@ type compiled struct {
 type engineImpl struct {
 	mu    sync.RWMutex
 	cache map[string]*compiled
+	// byBody finds a cached script by its text, which costs a map hash
+	// where its SHA1 costs a pass of SHA1 over it.
+	byBody map[string]*compiled
 
 	pool        sync.Pool
 	rand        *rand48
@@ -46,6 +49,7 @@ type engineImpl struct {
 func newEngineImpl(cfg Config) *engineImpl {
 	e := &engineImpl{
 		cache:       map[string]*compiled{},
+		byBody:      map[string]*compiled{},
 		rand:        newRand48(),
 		memLimit:    cfg.MemoryLimit,
 		registryMax: 1 << 20,
@@ -64,9 +68,15 @@ func shaOf(body []byte) string {
 // load compiles body (once: it is cached by its SHA1) as luaCreateFunction
 // does: the shebang first, then the Lua from the shebang's newline on.
 func (e *engineImpl) load(body []byte) (*compiled, error) {
+	e.mu.RLock()
+	c, ok := e.byBody[string(body)]
+	e.mu.RUnlock()
+	if ok {
+		return c, nil
+	}
 	sha := shaOf(body)
 	e.mu.RLock()
-	c, ok := e.cache[sha]
+	c, ok = e.cache[sha]
 	e.mu.RUnlock()
 	if ok {
 		return c, nil
@@ -79,12 +89,14 @@ func (e *engineImpl) load(body []byte) (*compiled, error) {
 	if err != nil {
 		return nil, engine.RawError("ERR Error compiling script (new function): " + err.Error())
 	}
-	c = &compiled{sha: sha, body: append([]byte(nil), body...), flags: flags, proto: proto}
+	text := string(body)
+	c = &compiled{sha: sha, body: []byte(text), flags: flags, proto: proto}
 	e.mu.Lock()
 	if old, ok := e.cache[sha]; ok {
 		c = old
 	} else {
 		e.cache[sha] = c
+		e.byBody[text] = c
 	}
 	e.mu.Unlock()
 	return c, nil
@@ -113,6 +125,7 @@ func (e *engineImpl) flags(sha string) (Flags, bool) {
 func (e *engineImpl) flush() {
 	e.mu.Lock()
 	e.cache = map[string]*compiled{}
+	e.byBody = map[string]*compiled{}
 	e.mu.Unlock()
 }
 
@@ -136,6 +149,8 @@ func compileChunk(src, chunkname string, level int) (proto *lua.FunctionProto, e
 	if err != nil {
 		return nil, syntaxError(err, display)
 	}
+	// A main chunk is vararg with no arg table (only functions get one).
+	proto.IsVarArg &^= lua.VarArgNeedsArg | lua.VarArgHasArg
 	return proto, nil
 }
 
@@ -283,7 +298,12 @@ func (v *vm) run(ctx context.Context, c *compiled, keys, args [][]byte, host Hos
 		L.SetContext(&v.ctx)
 		defer L.RemoveContext()
 	}
-	L.Push(L.NewFunctionFromProto(c.proto))
+	// The main function has no upvalues and no state: one per script
+	// and interpreter.
+	if v.lastProto != c.proto {
+		v.lastProto, v.lastFn = c.proto, L.NewFunctionFromProto(c.proto)
+	}
+	L.Push(v.lastFn)
 	if err := L.PCall(0, 1, v.handler); err != nil {
 		if v.errInfo.value == nil {
 			v.errInfo.value = fixError(v.errValue(err))

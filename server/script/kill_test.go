@@ -2,6 +2,7 @@ package script_test
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -18,8 +19,14 @@ var killCases = []string{
 	"local function spin()\n  while true do end\nend\nspin()",
 	"while true do pcall(function() while true do end end) end",
 	"local ok, e = pcall(function() while true do end end) return {tostring(ok), e}",
+	"local n = 0\nfor i = 1, 1e300 do\n  n = n + i\nend",
+	"local n = 0\nrepeat\n  n = n + 1\nuntil false",
+	"local t = {}\nfor k, v in function() return 1, 2 end do\n  t[1] = k\nend",
+	"local function f(n)\n  return f(n + 1)\nend\nreturn f(1)",
 	"redis.call('SET', 'killed', 'no')\nwhile true do end",
 }
+
+var anyLine = regexp.MustCompile(`:\d+\.\r\n$`)
 
 func TestDifferentialKill(t *testing.T) {
 	b := sluicetest.StartRedis(t, "--busy-reply-threshold", "100")
@@ -55,6 +62,12 @@ func TestDifferentialKill(t *testing.T) {
 		rep := eng.Run(ctx, []byte(body), nil, nil, &forwardHost{tb: t, c: host})
 		cancel()
 		got := string(encode(nil, &rep, 2))
+		// Redis stops a script at its count hook, every 100000 of its
+		// instructions; gopher-lua's instructions are not Lua's, so the
+		// line a loop is stopped on may be another line of the loop.
+		if strings.Count(body, "\n") > 0 {
+			want, got = anyLine.ReplaceAllString(want, ":N."), anyLine.ReplaceAllString(got, ":N.")
+		}
 		if got != want {
 			t.Errorf("%q\n  redis:  %q\n  sluice: %q", body, want, got)
 		}

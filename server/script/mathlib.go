@@ -15,7 +15,7 @@ func (v *vm) installMathFuncs(t *lua.LTable) {
 	f1 := func(name string, f func(float64) float64) {
 		t.RawSetString(name, L.NewFunction(func(L *lua.LState) int {
 			x := checkNumber(L, 1)
-			L.Push(lua.LNumber(x86NaN(f(x), x, 0)))
+			L.Push(num(x86NaN(f(x), x, 0)))
 			return 1
 		}))
 	}
@@ -23,7 +23,7 @@ func (v *vm) installMathFuncs(t *lua.LTable) {
 		t.RawSetString(name, L.NewFunction(func(L *lua.LState) int {
 			a := checkNumber(L, 1)
 			b := checkNumber(L, 2)
-			L.Push(lua.LNumber(x86NaN(f(a, b), a, b)))
+			L.Push(num(x86NaN(f(a, b), a, b)))
 			return 1
 		}))
 	}
@@ -51,19 +51,19 @@ func (v *vm) installMathFuncs(t *lua.LTable) {
 	f1("tanh", math.Tanh)
 	t.RawSetString("frexp", L.NewFunction(func(L *lua.LState) int {
 		m, e := math.Frexp(checkNumber(L, 1))
-		L.Push(lua.LNumber(m))
-		L.Push(lua.LNumber(e))
+		L.Push(num(m))
+		L.Push(num(e))
 		return 2
 	}))
 	t.RawSetString("ldexp", L.NewFunction(func(L *lua.LState) int {
 		x := checkNumber(L, 1)
-		L.Push(lua.LNumber(math.Ldexp(x, int(checkInt(L, 2)))))
+		L.Push(num(math.Ldexp(x, int(checkInt(L, 2)))))
 		return 1
 	}))
 	t.RawSetString("modf", L.NewFunction(func(L *lua.LState) int {
 		i, f := math.Modf(checkNumber(L, 1))
-		L.Push(lua.LNumber(i))
-		L.Push(lua.LNumber(f))
+		L.Push(num(i))
+		L.Push(num(f))
 		return 2
 	}))
 	minmax := func(name string, less func(a, b float64) bool) {
@@ -75,7 +75,7 @@ func (v *vm) installMathFuncs(t *lua.LTable) {
 					m = d
 				}
 			}
-			L.Push(lua.LNumber(m))
+			L.Push(num(m))
 			return 1
 		}))
 	}

@@ -39,7 +39,10 @@ const rkBit = 1 << 8
 
 // objName is getobjname: how register reg got its value at pc.
 func objName(fn *lua.LFunction, pc, reg int) (kind, name string) {
-	if n, ok := fn.LocalName(reg+1, pc); ok {
+	if n, ok := localName(fn.Proto, reg, pc); ok {
+		if kind, name, ok := hoistedName(n); ok {
+			return kind, name
+		}
 		if strings.HasPrefix(n, "\x00") || strings.HasPrefix(n, "(") {
 			return "", ""
 		}
@@ -69,7 +72,7 @@ func objName(fn *lua.LFunction, pc, reg int) (kind, name string) {
 				if k, ok := constString(instC(in)); ok {
 					return "field", k
 				}
-				return "", ""
+				return "field", "?"
 			}
 		case lua.OP_SELF:
 			if a == reg {
@@ -83,12 +86,17 @@ func objName(fn *lua.LFunction, pc, reg int) (kind, name string) {
 			}
 		case lua.OP_GETUPVAL:
 			if a == reg {
-				if b := instB(in); b < len(p.DbgUpvalues) && !strings.HasPrefix(p.DbgUpvalues[b], "\x00") {
-					return "upvalue", p.DbgUpvalues[b]
+				if b := instB(in); b < len(p.DbgUpvalues) {
+					if kind, name, ok := hoistedName(p.DbgUpvalues[b]); ok {
+						return kind, name
+					}
+					if !strings.HasPrefix(p.DbgUpvalues[b], "\x00") {
+						return "upvalue", p.DbgUpvalues[b]
+					}
 				}
 				return "", ""
 			}
-		case lua.OP_MOVE:
+		case lua.OP_MOVE, lua.OP_MOVEN:
 			if a == reg {
 				if b := instB(in); b < a {
 					return objName(fn, i, b)
@@ -113,6 +121,25 @@ func objName(fn *lua.LFunction, pc, reg int) (kind, name string) {
 		}
 	}
 	return "", ""
+}
+
+// localName is the local in register reg at pc, if any (Lua's
+// luaF_getlocalname: the locals active at pc, in order of their
+// registers).
+func localName(p *lua.FunctionProto, reg, pc int) (string, bool) {
+	n := reg
+	for _, l := range p.DbgLocals {
+		if l.StartPc > pc {
+			break
+		}
+		if pc < l.EndPc {
+			if n == 0 {
+				return l.Name, true
+			}
+			n--
+		}
+	}
+	return "", false
 }
 
 // nameError rewrites a gopher-lua runtime error raised by the Lua

@@ -33,11 +33,17 @@ const (
 
 // Hidden names: no Lua source can spell them.
 const (
-	catName    = "\x00cat" // the concatenation helper's local
-	catGlobal  = "\x00cat" // and the global it is read from
-	modName    = "\x00mod" // the modulo helper's local and global
-	tempPrefix = "\x00tmp" // temporaries of multiple assignments
-	selectName = "\x00sel" // select, for the arg table
+	catName   = "\x00cat" // the concatenation helper's local
+	catGlobal = "\x00cat" // and the global it is read from
+	modName   = "\x00mod" // the modulo helper's local and global
+	forName   = "\x00for" // the numeric for's coercion of its bounds
+	// redis.call and redis.pcall, and their variants for a call whose
+	// reply is not used.
+	callName      = "\x00call"
+	pcallName     = "\x00pcall"
+	callVoidName  = "\x00callv"
+	pcallVoidName = "\x00pcallv"
+	tempPrefix    = "\x00tmp" // temporaries of multiple assignments
 )
 
 type funcState struct {
@@ -64,6 +70,8 @@ type parser struct {
 	level  int
 	fs     *funcState
 	ntemps int
+	// globalRefs are the reads of globals every run has (hoist.go).
+	globalRefs map[*ast.IdentExpr]bool
 	// concats are the concatenation calls made so far and their
 	// operands, to flatten a chain.
 	concats map[*ast.FuncCallExpr][]ast.Expr
@@ -90,7 +98,11 @@ func parseChunk(src, display string, level int) (chunk []ast.Stmt, err error) {
 	// The concatenation helper, read once into a local of the main
 	// chunk (an upvalue for the functions in it).
 	zeroConstants(body)
-	helper := &ast.LocalAssignStmt{Names: []string{catName, modName}, Exprs: []ast.Expr{ident(catGlobal, 0), ident(modName, 0)}}
+	body = p.hoist(body)
+	helper := &ast.LocalAssignStmt{
+		Names: []string{catName, modName, forName, callName, pcallName, callVoidName, pcallVoidName},
+		Exprs: []ast.Expr{ident(catGlobal, 0), ident(modName, 0), ident(forName, 0), ident(callName, 0), ident(pcallName, 0), ident(callVoidName, 0), ident(pcallVoidName, 0)},
+	}
 	return append([]ast.Stmt{helper}, body...), nil
 }
 
@@ -282,9 +294,11 @@ func (p *parser) statement() ([]ast.Stmt, bool) {
 		p.openBlock(true)
 		body := p.block()
 		p.closeBlock()
+		// The jump back is Lua's code at the block's last token.
+		blockEnd := p.last
 		p.checkMatch(tkEnd, tkWhile, line)
 		s := &ast.WhileStmt{Condition: cond, Stmts: body}
-		setLines(s, line, p.last)
+		setLines(s, line, blockEnd)
 		return []ast.Stmt{s}, false
 	case tkDo:
 		p.next()
@@ -398,6 +412,20 @@ func (p *parser) forStat(line int) ast.Stmt {
 			setLines(n, line, line)
 			step = n
 		}
+		doLine := p.tok.line
+		// Lua 5.1's for takes strings that convert to numbers; gopher-lua
+		// refuses them.
+		coerce := func(e ast.Expr, what string) ast.Expr {
+			if _, ok := numeral(e); ok {
+				return e
+			}
+			k := &ast.StringExpr{Value: what}
+			setLines(k, doLine, doLine)
+			c := &ast.FuncCallExpr{Func: ident(forName, doLine), Args: []ast.Expr{k, e}, AdjustRet: true}
+			setLines(c, doLine, doLine)
+			return c
+		}
+		init, limit, step = coerce(init, "initial value"), coerce(limit, "limit"), coerce(step, "step")
 		p.checkNext(tkDo)
 		p.openBlock(true)
 		p.declare(name)
@@ -405,7 +433,8 @@ func (p *parser) forStat(line int) ast.Stmt {
 		p.closeBlock()
 		p.checkMatch(tkEnd, tkFor, line)
 		s := &ast.NumberForStmt{Name: name, Init: init, Limit: limit, Step: step, Stmts: body}
-		setLines(s, line, p.last)
+		// Its checks (FORPREP) are Lua's code at the do.
+		setLines(s, doLine, p.last)
 		return s
 	case ',', tkIn:
 		names := []string{name}
@@ -505,6 +534,18 @@ func (p *parser) temp() string {
 func (p *parser) exprStat(line int) []ast.Stmt {
 	e, kind := p.primaryExp()
 	if kind == expCall {
+		if c, ok := e.(*ast.FuncCallExpr); ok {
+			// A redis.call whose reply nobody reads: the variant that
+			// does not convert it.
+			if id, ok := c.Func.(*ast.IdentExpr); ok {
+				switch id.Value {
+				case callName:
+					id.Value = callVoidName
+				case pcallName:
+					id.Value = pcallVoidName
+				}
+			}
+		}
 		s := &ast.FuncCallStmt{Expr: e}
 		setLines(s, line, p.last)
 		return []ast.Stmt{s}
@@ -527,6 +568,12 @@ func (p *parser) exprStat(line int) []ast.Stmt {
 	}
 	p.checkNext('=')
 	values := p.exprList()
+	// The stores come after the values: at the statement's last line.
+	for _, t := range targets {
+		if g, ok := t.(*ast.AttrGetExpr); ok {
+			g.SetLine(p.last)
+		}
+	}
 	if len(targets) == 1 {
 		s := &ast.AssignStmt{Lhs: targets, Rhs: values}
 		setLines(s, line, p.last)
@@ -551,7 +598,7 @@ func (p *parser) multiAssign(targets, values []ast.Expr, line int) ast.Stmt {
 		setLines(pre, t.Line(), t.LastLine())
 		stmts = append(stmts, pre)
 		ng := &ast.AttrGetExpr{Object: ident(o, t.Line()), Key: ident(k, t.Line())}
-		setLines(ng, t.Line(), t.LastLine())
+		setLines(ng, p.last, p.last)
 		assigns[i] = ng
 	}
 	vals := make([]string, len(targets))
@@ -822,6 +869,9 @@ func (p *parser) helperCall(helper string, parts []ast.Expr) *ast.FuncCallExpr {
 func (p *parser) operandName(e ast.Expr) string {
 	switch x := e.(type) {
 	case *ast.IdentExpr:
+		if p.globalRefs[x] {
+			return "global '" + x.Value + "'"
+		}
 		switch p.resolve(x.Value) {
 		case "local":
 			return "local '" + x.Value + "'"
@@ -833,6 +883,7 @@ func (p *parser) operandName(e ast.Expr) string {
 		if k, ok := x.Key.(*ast.StringExpr); ok {
 			return "field '" + k.Value + "'"
 		}
+		return "field '?'"
 	}
 	return ""
 }
@@ -950,24 +1001,8 @@ func (p *parser) body(method bool, line int) *ast.FunctionExpr {
 	p.checkMatch(tkEnd, tkFunction, line)
 	p.closeBlock()
 	p.fs = fs.parent
-	if fs.vararg && fs.usesDots {
-		a := &ast.LocalAssignStmt{Names: []string{"arg"}, Exprs: []ast.Expr{}}
-		setLines(a, line, line)
-		stmts = append([]ast.Stmt{a}, stmts...)
-	} else if fs.vararg {
-		// arg = {n = select("#", ...), ...}, when the body does not use
-		// ... itself (Lua 5.1 then builds it).
-		sel := &ast.FuncCallExpr{Func: ident(selectName, line), Args: []ast.Expr{&ast.StringExpr{Value: "#"}, &ast.Comma3Expr{}}}
-		setLines(sel, line, line)
-		tab := &ast.TableExpr{Fields: []*ast.Field{
-			{Key: &ast.StringExpr{Value: "n"}, Value: sel},
-			{Value: &ast.Comma3Expr{}},
-		}}
-		setLines(tab, line, line)
-		a := &ast.LocalAssignStmt{Names: []string{"arg"}, Exprs: []ast.Expr{tab}}
-		setLines(a, line, line)
-		stmts = append([]ast.Stmt{a}, stmts...)
-	}
+	// gopher-lua builds a vararg function's arg table itself (Lua 5.1's
+	// LUA_COMPAT_VARARG), when the body does not use ....
 	zeroConstants(stmts)
 	fn := &ast.FunctionExpr{ParList: par, Stmts: stmts}
 	setLines(fn, line, p.last)
@@ -983,8 +1018,14 @@ func (p *parser) primaryExp() (ast.Expr, int) {
 	switch p.tok.t {
 	case tkName:
 		name := p.tok.s
-		p.resolve(name)
-		e = ident(name, line)
+		id := ident(name, line)
+		if p.resolve(name) == "global" && fixedGlobals[name] {
+			if p.globalRefs == nil {
+				p.globalRefs = map[*ast.IdentExpr]bool{}
+			}
+			p.globalRefs[id] = true
+		}
+		e = id
 		kind = expVar
 		p.next()
 	case '(':
@@ -1027,13 +1068,35 @@ func (p *parser) primaryExp() (ast.Expr, int) {
 			e, kind = c, expCall
 		case '(', tkString, '{':
 			args, al := p.funcArgs()
-			c := &ast.FuncCallExpr{Func: e, Args: args}
+			c := &ast.FuncCallExpr{Func: p.redisFunc(e), Args: args}
 			setLines(c, al, p.last)
 			e, kind = c, expCall
 		default:
 			return e, kind
 		}
 	}
+}
+
+// redisFunc turns redis.call and redis.pcall (the global redis, which
+// no script can change) into the main chunk's locals holding them, so a
+// call costs no global or field lookup.
+func (p *parser) redisFunc(e ast.Expr) ast.Expr {
+	g, ok := e.(*ast.AttrGetExpr)
+	if !ok {
+		return e
+	}
+	obj, ok1 := g.Object.(*ast.IdentExpr)
+	key, ok2 := g.Key.(*ast.StringExpr)
+	if !ok1 || !ok2 || obj.Value != "redis" || p.resolve("redis") != "global" {
+		return e
+	}
+	switch key.Value {
+	case "call":
+		return ident(callName, g.Line())
+	case "pcall":
+		return ident(pcallName, g.Line())
+	}
+	return e
 }
 
 func (p *parser) funcArgs() ([]ast.Expr, int) {

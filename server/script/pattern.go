@@ -386,8 +386,8 @@ func (v *vm) strFind(find bool) lua.LGFunction {
 		}
 		if find && (lua.LVAsBool(L.Get(4)) || !strings.ContainsAny(cutNUL(p), patternSpecials)) {
 			if i := strings.Index(s[init:], p); i >= 0 {
-				L.Push(lua.LNumber(int(init) + i + 1))
-				L.Push(lua.LNumber(int(init) + i + len(p)))
+				L.Push(num(int(init) + i + 1))
+				L.Push(num(int(init) + i + len(p)))
 				return 2
 			}
 			L.Push(lua.LNil)
@@ -402,8 +402,8 @@ func (v *vm) strFind(find bool) lua.LGFunction {
 			ms.level = 0
 			if e := ms.match(s1, 0); e >= 0 {
 				if find {
-					L.Push(lua.LNumber(s1 + 1))
-					L.Push(lua.LNumber(e))
+					L.Push(num(s1 + 1))
+					L.Push(num(e))
 					return 2 + ms.pushCaptures(-1, -1, false)
 				}
 				return ms.pushCaptures(s1, e, true)
@@ -481,7 +481,7 @@ func (v *vm) strGsub(L *lua.LState) int {
 	}
 	b = append(b, src[s:]...)
 	L.Push(lua.LString(b))
-	L.Push(lua.LNumber(n))
+	L.Push(num(n))
 	return 2
 }
 

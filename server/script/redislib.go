@@ -31,8 +31,13 @@ func (v *vm) installRedis() {
 	r := L.NewTable()
 	set := func(name string, fn lua.LGFunction) { r.RawSetString(name, L.NewFunction(fn)) }
 	num := func(name string, n float64) { r.RawSetString(name, lua.LNumber(n)) }
-	set("call", func(L *lua.LState) int { return v.redisCall(L, true) })
-	set("pcall", func(L *lua.LState) int { return v.redisCall(L, false) })
+	set("call", func(L *lua.LState) int { return v.redisCall(L, true, false) })
+	set("pcall", func(L *lua.LState) int { return v.redisCall(L, false, false) })
+	g := v.globals
+	g.RawSetString(callName, r.RawGetString("call"))
+	g.RawSetString(pcallName, r.RawGetString("pcall"))
+	g.RawSetString(callVoidName, L.NewFunction(func(L *lua.LState) int { return v.redisCall(L, true, true) }))
+	g.RawSetString(pcallVoidName, L.NewFunction(func(L *lua.LState) int { return v.redisCall(L, false, true) }))
 	set("log", v.redisLog)
 	num("LOG_DEBUG", LogDebug)
 	num("LOG_VERBOSE", LogVerbose)
@@ -170,25 +175,35 @@ func (v *vm) commandArgs(L *lua.LState) ([][]byte, string) {
 	return args, ""
 }
 
-// redisCall is redis.call (raise) and redis.pcall.
-func (v *vm) redisCall(L *lua.LState, raise bool) int {
+// redisCall is redis.call (raise) and redis.pcall; void when the
+// script does not use the reply.
+func (v *vm) redisCall(L *lua.LState, raise, void bool) int {
 	args, msg := v.commandArgs(L)
 	if msg != "" {
 		t := errorTable(L, "ERR "+msg, false)
 		if raise {
 			L.Error(t, 0)
 		}
+		if void {
+			return 0
+		}
 		L.Push(t)
 		return 1
 	}
 	rep := v.host.Call(args)
 	if rep.Kind == engine.ReplyError {
+		if !raise && void {
+			return 0
+		}
 		t := errorTable(L, rep.Err.Error(), true)
 		if raise {
 			L.Error(t, 0)
 		}
 		L.Push(t)
 		return 1
+	}
+	if void {
+		return 0
 	}
 	L.Push(v.toLua(L, &rep))
 	return 1

@@ -40,9 +40,12 @@ type Host interface {
 	// Replies keep their kinds: the script sees a map, a set or a double
 	// as RESP2 or RESP3 shows them, as redis.setresp chose.
 	Call(args [][]byte) engine.Reply
-	// Now is the script's clock (TIME), unix nanoseconds.
+	// Now is the script's clock (TIME), unix nanoseconds. This package
+	// does not call it: TIME is a command, which Call answers.
 	Now() int64
-	// Log receives redis.log(level, message).
+	// Log receives redis.log(level, message): level is LogDebug to
+	// LogWarning, message the arguments joined as Redis joins them. The
+	// host drops what is below its verbosity, as Redis does.
 	Log(level int, msg string)
 }
 

@@ -21,7 +21,7 @@ func (v *vm) installString() {
 	set := func(name string, fn lua.LGFunction) { t.RawSetString(name, L.NewFunction(fn)) }
 
 	set("len", func(L *lua.LState) int {
-		L.Push(lua.LNumber(len(checkString(L, 1))))
+		L.Push(num(len(checkString(L, 1))))
 		return 1
 	})
 	set("sub", func(L *lua.LState) int {
@@ -113,7 +113,7 @@ func (v *vm) installString() {
 			luaError(L, "stack overflow (string slice too long)")
 		}
 		for k := i; k <= j; k++ {
-			L.Push(lua.LNumber(s[k-1]))
+			L.Push(num(s[k-1]))
 		}
 		return int(n)
 	})

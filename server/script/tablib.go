@@ -19,7 +19,7 @@ func (v *vm) installTable() {
 	}
 	set("getn", func(L *lua.LState) int {
 		_, n := getn(L, 1)
-		L.Push(lua.LNumber(n))
+		L.Push(num(n))
 		return 1
 	})
 	set("setn", func(L *lua.LState) int {
@@ -36,7 +36,7 @@ func (v *vm) installTable() {
 				max = float64(n)
 			}
 		})
-		L.Push(lua.LNumber(max))
+		L.Push(num(max))
 		return 1
 	})
 	set("insert", func(L *lua.LState) int {
@@ -147,7 +147,7 @@ func (v *vm) installTable() {
 		b, _ := v.backing(tb)
 		for i := 1; i <= n; i++ {
 			L.Push(fn)
-			L.Push(lua.LNumber(i))
+			L.Push(num(i))
 			L.Push(b.RawGetInt(i))
 			L.Call(2, 1)
 			if r := L.Get(-1); r != lua.LNil {
@@ -170,20 +170,20 @@ func (v *vm) installMath() {
 		r := float64(v.eng.rand.next()%rand48Max) / float64(rand48Max)
 		switch L.GetTop() {
 		case 0:
-			L.Push(lua.LNumber(r))
+			L.Push(num(r))
 		case 1:
 			u := checkInt(L, 1)
 			if u < 1 {
 				argError(L, 1, "interval is empty")
 			}
-			L.Push(lua.LNumber(floor(r*float64(u)) + 1))
+			L.Push(num(floor(r*float64(u)) + 1))
 		case 2:
 			l := checkInt(L, 1)
 			u := checkInt(L, 2)
 			if l > u {
 				argError(L, 2, "interval is empty")
 			}
-			L.Push(lua.LNumber(floor(r*(float64(u)-float64(l)+1)) + float64(l)))
+			L.Push(num(floor(r*(float64(u)-float64(l)+1)) + float64(l)))
 		default:
 			luaError(L, "wrong number of arguments")
 		}

@@ -47,6 +47,10 @@ type vm struct {
 
 	ctx vmContext
 
+	// The last script's main function, kept for its next run.
+	lastProto *lua.FunctionProto
+	lastFn    *lua.LFunction
+
 	// The current run.
 	host    Host
 	sha     string
@@ -109,7 +113,8 @@ func newVM(e *engineImpl) *vm {
 	v.globals.RawSetString("__redis__err__handler", L.NewFunction(v.errHandlerGlobal))
 
 	// Keep exactly Redis 7.0's globals.
-	keep := map[string]bool{catGlobal: true, selectName: true, modName: true}
+	keep := map[string]bool{catGlobal: true, modName: true, forName: true,
+		callName: true, pcallName: true, callVoidName: true, pcallVoidName: true}
 	for _, k := range redisGlobals {
 		keep[k] = true
 	}
@@ -143,10 +148,17 @@ func newVM(e *engineImpl) *vm {
 	v.env = v.protect(v.globals)
 	v.globals.RawSetString("_G", v.env)
 	strMeta.RawSetString("__index", v.globals.RawGetString("string"))
-	// The metatable gopher-lua uses must be a real table: the proxy is
-	// what getmetatable("") shows.
+	// What getmetatable("") shows is strMeta, protected; gopher-lua uses
+	// a real table like it, which also has the arithmetic metamethods
+	// through which strings coerce to numbers as Lua 5.1's do (gopher-lua
+	// would read "010" as octal).
 	v.strMeta = v.protect(strMeta)
-	L.SetMetatable(lua.LString(""), strMeta)
+	used := L.NewTable()
+	used.RawSetString("__index", strMeta.RawGetString("__index"))
+	for _, op := range []string{"__add", "__sub", "__mul", "__div", "__mod", "__pow", "__unm"} {
+		used.RawSetString(op, L.NewFunction(v.stringArith(op)))
+	}
+	L.SetMetatable(lua.LString(""), used)
 	L.Env = v.env
 	L.G.Global = v.env
 	return v
@@ -218,6 +230,7 @@ type vmContext struct {
 	// The last instruction run after a kill (lineHook).
 	lastFn *lua.LFunction
 	lastPC int
+	fresh  bool // the kill has not been raised yet
 }
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
@@ -242,6 +255,13 @@ func (c *vmContext) Done() <-chan struct{} {
 		c.poll()
 	}
 	if c.done != nil && c.stop == errKilled {
+		if c.fresh {
+			// Redis raises the kill in its count hook at once, then sets
+			// the line hook.
+			c.fresh = false
+			c.lineHook()
+			return closedChan
+		}
 		return c.lineHook()
 	}
 	return c.done
@@ -303,6 +323,7 @@ func (c *vmContext) poll() {
 func (c *vmContext) halt(err error) {
 	if c.stop == nil {
 		c.stop = err
+		c.fresh = true
 	}
 	c.done = closedChan
 }
@@ -333,6 +354,24 @@ func (v *vm) charge(n int64) bool {
 func (v *vm) noMemory() {
 	v.ctx.halt(errNoMemory)
 	v.L.RaiseError("not enough memory")
+}
+
+// smallInts are the numbers 0-1023 already in interfaces: a Go function
+// returning one does not allocate.
+var smallInts = func() (t [1024]lua.LValue) {
+	for i := range t {
+		t[i] = lua.LNumber(i)
+	}
+	return
+}()
+
+// num boxes a number for Lua, without allocating for small integers.
+func num[T int | int32 | int64 | float64 | byte](x T) lua.LValue {
+	f := float64(x)
+	if f >= 0 && f < 1024 && f == float64(int(f)) && (f != 0 || !math.Signbit(f)) {
+		return smallInts[int(f)]
+	}
+	return lua.LNumber(f)
 }
 
 func luaToString(lv lua.LValue) string {

@@ -73,6 +73,13 @@ var cjsonEncodeCases = []string{
 	`local t = {} for i = 1, 20 do t[i] = (i % 3 == 0) and i or nil end return cjson.encode(t)`,
 	`return cjson.encode(string.rep('x', 70000))`,
 	`return cjson.encode({1, {2, {3, {4, {5}}}}})`,
+	`return cjson.encode({[NZ] = 1})`,
+	`return cjson.encode({['\0'] = '\0', ['a\0b'] = 1})`,
+	`return dump(cjson.decode(12.5)) .. dump(cjson.decode(1e300)) .. dump(cjson.decode(NAN)) .. dump(cjson.decode(-2^63))`,
+	`return dump(cjson.decode(INF))`,
+	`return dump(cjson.decode(true))`,
+	`return dump(cjson.decode(''))`,
+	`return dump(cjson.decode('  '))`,
 }
 
 var cjsonDecodeCases = []string{
@@ -227,6 +234,19 @@ var bitCases = []string{
 	`return bit.tohex(1, 'z')`,
 	`return bit.tohex()`,
 	`local f = bit.tobit return dumpall(f('q'))`,
+	`local ok, e = pcall(bit.tobit, 'x') return e`,
+	`local ok, e = pcall(bit.tohex, 1, {}) return e`,
+	`local ok, e = pcall(cjson.decode, '{') return e`,
+	`local ok, e = pcall(cjson.encode, {[true] = 1}) return e`,
+	`local ok, e = pcall(cjson.encode_max_depth, 0) return e`,
+	`local ok, e = pcall(struct.pack, 'j') return e`,
+	`local ok, e = pcall(struct.unpack, 's', 'abc') return e`,
+	`local ok, e = pcall(cmsgpack.unpack, '\193') return e`,
+	`local ok, e = pcall(cmsgpack.unpack, '\129\192\1') return e`,
+	`local ok, e = pcall(cmsgpack.pack) return e`,
+	`local co = coroutine.create(function() return bit.tobit('x') end) local ok, e = coroutine.resume(co) return e`,
+	`local co = coroutine.wrap(function() coroutine.yield(cjson.encode({1})) end) return co()`,
+	`local t = setmetatable({}, {__index = function(t, k) return bit.band(k, 'x') end}) return t[1]`,
 	`local t = {bit.band} return dumpall(t[1]('q'))`,
 }
 

@@ -128,7 +128,7 @@ func newCJSON(L *lua.LState, null *lua.LUserData) *lua.LTable {
 			if L.GetTop() != 1 {
 				argError(L, 1, "expected 1 argument")
 			}
-			e := jsonEncoder{L: L, cfg: cfg, null: null}
+			e := jsonEncoder{L: L, cfg: cfg, null: null, buf: make([]byte, 0, 64)}
 			e.value(L.Get(1), 0, 1)
 			L.Push(lua.LString(e.buf))
 			return 1
@@ -252,7 +252,7 @@ type jsonEncoder struct {
 }
 
 func (e *jsonEncoder) fail(v lua.LValue, reason string) {
-	e.L.RaiseError("Cannot serialise %s: %s", v.Type().String(), reason)
+	raise(e.L, "Cannot serialise %s: %s", v.Type().String(), reason)
 }
 
 // value appends v, which sits at stack slot top, at nesting depth.
@@ -271,7 +271,7 @@ func (e *jsonEncoder) value(v lua.LValue, depth int32, top int) {
 	case *lua.LTable:
 		depth++
 		if depth > e.cfg.encodeMaxDepth || top+3 > maxCStack {
-			e.L.RaiseError("Cannot serialise, excessive nesting (%d)", depth)
+			raise(e.L, "Cannot serialise, excessive nesting (%d)", depth)
 		}
 		if n := e.arrayLength(x); n > 0 {
 			e.array(x, n, depth, top)
@@ -365,7 +365,7 @@ func (e *jsonEncoder) array(t *lua.LTable, n, depth int32, top int) {
 		if i > 1 {
 			e.buf = append(e.buf, ',')
 		}
-		e.value(t.RawGetInt(int(i)), depth, top+1)
+		e.value(t.RawGet(lua.LNumber(i)), depth, top+1)
 	}
 	e.buf = append(e.buf, ']')
 }
@@ -417,7 +417,7 @@ type jsonDecoder struct {
 
 func jsonDecode(L *lua.LState, cfg *cjsonConfig, null *lua.LUserData, data string) lua.LValue {
 	if len(data) >= 2 && (data[0] == 0 || data[1] == 0) {
-		L.RaiseError("JSON parser does not support UTF-16 or UTF-32")
+		raise(L, "JSON parser does not support UTF-16 or UTF-32")
 	}
 	d := &jsonDecoder{L: L, cfg: cfg, null: null, data: data, top: 1}
 	var tok jsonToken
@@ -604,14 +604,14 @@ func (d *jsonDecoder) throw(expected string, tok *jsonToken) {
 	if tok.typ == jsonError {
 		found = tok.err
 	}
-	d.L.RaiseError("Expected %s but found %s at character %d", expected, found, tok.index+1)
+	raise(d.L, "Expected %s but found %s at character %d", expected, found, tok.index+1)
 }
 
 // descend enters an array or object, which needs slots stack slots.
 func (d *jsonDecoder) descend(slots int) {
 	d.depth++
 	if d.depth > d.cfg.decodeMaxDepth || d.top+slots > maxCStack {
-		d.L.RaiseError("Found too many nested data structures (%d) at character %d", d.depth, d.pos)
+		raise(d.L, "Found too many nested data structures (%d) at character %d", d.depth, d.pos)
 	}
 }
 
@@ -636,7 +636,7 @@ func (d *jsonDecoder) value(tok *jsonToken) lua.LValue {
 
 func (d *jsonDecoder) object() lua.LValue {
 	d.descend(3)
-	t := d.L.NewTable()
+	t := d.L.CreateTable(0, 0)
 	top := d.top
 	d.top += 2 // the table and a key
 	var tok jsonToken
@@ -672,7 +672,7 @@ func (d *jsonDecoder) object() lua.LValue {
 
 func (d *jsonDecoder) array() lua.LValue {
 	d.descend(2)
-	t := d.L.NewTable()
+	t := d.L.CreateTable(0, 0)
 	top := d.top
 	d.top++ // the table
 	var tok jsonToken

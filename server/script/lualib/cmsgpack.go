@@ -166,7 +166,7 @@ func (e *msgpackEncoder) encodeArray(t *lua.LTable, n, level, top int) {
 	e.encodeHeader(n, 0x90, 0xdc, 0xdd)
 	e.checkStack(top, 1, "in function mp_encode_lua_table_as_array")
 	for j := 1; j <= n; j++ {
-		e.encode(t.RawGetInt(j), level+1, top+1)
+		e.encode(t.RawGet(lua.LNumber(j)), level+1, top+1)
 	}
 }
 
@@ -367,7 +367,7 @@ func (d *msgpackDecoder) str(hdr, n int) (lua.LValue, int) {
 }
 
 func (d *msgpackDecoder) array(n int) (lua.LValue, int) {
-	t := d.L.NewTable()
+	t := d.L.CreateTable(0, 0)
 	d.top++
 	if d.top+1 > maxCStack {
 		stackOverflow(d.L, "in function mp_decode_to_lua_array")
@@ -385,7 +385,7 @@ func (d *msgpackDecoder) array(n int) (lua.LValue, int) {
 }
 
 func (d *msgpackDecoder) hash(n int) (lua.LValue, int) {
-	t := d.L.NewTable()
+	t := d.L.CreateTable(0, 0)
 	d.top++
 	for ; n > 0; n-- {
 		k, err := d.decode()
@@ -426,9 +426,9 @@ func msgpackUnpackFull(L *lua.LState, limit, offset int64, base int) int {
 	decodeAll := limit == 0 && offset == 0
 	if offset < 0 || limit < 0 {
 		// (Redis prints the input's length where the limit belongs.)
-		L.RaiseError("Invalid request to unpack with offset of %d and limit of %d.", int32(offset), int32(len(s)))
+		raise(L, "Invalid request to unpack with offset of %d and limit of %d.", int32(offset), int32(len(s)))
 	} else if uint64(offset) > uint64(len(s)) {
-		L.RaiseError("Start offset %d greater than input length %d.", int32(offset), int32(len(s)))
+		raise(L, "Start offset %d greater than input length %d.", int32(offset), int32(len(s)))
 	}
 	if decodeAll {
 		limit = math.MaxInt32
@@ -439,9 +439,9 @@ func msgpackUnpackFull(L *lua.LState, limit, offset int64, base int) int {
 		v, err := d.decode()
 		switch err {
 		case mpEOF:
-			L.RaiseError("Missing bytes in input.")
+			raise(L, "Missing bytes in input.")
 		case mpBadFormat:
-			L.RaiseError("Bad data format in input.")
+			raise(L, "Bad data format in input.")
 		}
 		out = append(out, v)
 	}

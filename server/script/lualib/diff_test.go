@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	lua "github.com/yuin/gopher-lua"
 
@@ -33,7 +34,7 @@ const prelude = `local INF, NINF, NAN = 1/0, -1/0, 0/0 local NZ = -(1/INF) ` +
 	`elseif t == 'boolean' then if v then return 'T' end return 'F' ` +
 	`elseif t == 'nil' then return 'nil' end return t end ` +
 	`local function dumpall(...) local out = {} for i = 1, select('#', ...) do out[i] = dump((select(i, ...))) end return select('#', ...) .. ':' .. table.concat(out, ';') end ` +
-	`local function hex(s) return (string.gsub(s, '.', function(c) return string.format('%02x', string.byte(c)) end)) end` + "\n"
+	`local function hex(s) local parts = {} for j = 1, #s, 1024 do local t = {} for i = j, math.min(j + 1023, #s) do t[#t+1] = string.format('%02x', string.byte(s, i)) end parts[#parts+1] = table.concat(t) end return table.concat(parts) end` + "\n"
 
 const epilogue = "\n" + `cjson.encode_sparse_array(false, 2, 10) cjson.encode_max_depth(1000) cjson.decode_max_depth(1000) ` +
 	`cjson.encode_number_precision(14) cjson.encode_keep_buffer(true) cjson.encode_invalid_numbers(false) cjson.decode_invalid_numbers(true) `
@@ -51,6 +52,9 @@ type oracle struct {
 
 	cases, exact, reordered int
 	evals                   int
+	redisTime, localTime    time.Duration
+	slowest                 time.Duration
+	slowestCase             string
 }
 
 func newOracle(tb testing.TB) *oracle {
@@ -73,7 +77,7 @@ func (o *oracle) resetLocal() {
 }
 
 func newState() *lua.LState {
-	L := lua.NewState(lua.Options{RegistrySize: 1024 * 20, RegistryMaxSize: 1024 * 200, CallStackSize: 20000, MinimizeStackMemory: true})
+	L := lua.NewState(lua.Options{RegistrySize: 1024 * 20, RegistryMaxSize: 1024 * 200, RegistryGrowStep: 4096, CallStackSize: 20000, MinimizeStackMemory: true})
 	lualib.Open(L)
 	return L
 }
@@ -126,8 +130,16 @@ type canon func(string) (string, error)
 func (o *oracle) check(snippet string, c canon) {
 	o.tb.Helper()
 	script := wrap(snippet)
+	t0 := time.Now()
 	want := o.redis(script)
+	t1 := time.Now()
 	got := o.local(script)
+	t2 := time.Now()
+	o.redisTime += t1.Sub(t0)
+	o.localTime += t2.Sub(t1)
+	if d := t2.Sub(t0); d > o.slowest {
+		o.slowest, o.slowestCase = d, short(snippet)
+	}
 	o.cases++
 	if got == want {
 		o.exact++
@@ -142,6 +154,13 @@ func (o *oracle) check(snippet string, c canon) {
 		}
 	}
 	o.tb.Errorf("differs from Redis\nsnippet: %s\nredis:  %q\nlualib: %q", short(snippet), short(want), short(got))
+	if dir := os.Getenv("LUALIB_DUMP"); dir != "" {
+		// The whole case, for a closer look.
+		n := o.cases
+		os.WriteFile(fmt.Sprintf("%s/case%d.lua", dir, n), []byte(snippet), 0o644)
+		os.WriteFile(fmt.Sprintf("%s/case%d.redis", dir, n), []byte(want), 0o644)
+		os.WriteFile(fmt.Sprintf("%s/case%d.lualib", dir, n), []byte(got), 0o644)
+	}
 	if o.tb.Failed() && o.cases-o.exact-o.reordered > 20 {
 		o.tb.FailNow()
 	}
@@ -156,7 +175,11 @@ func short(s string) string {
 
 func (o *oracle) report(name string, seed int64) {
 	o.tb.Helper()
-	o.tb.Logf("%s: %d cases (seed %d): %d identical, %d identical but for member order", name, o.cases, seed, o.exact, o.reordered)
+	o.tb.Logf("%s: %d cases (seed %d): %d identical, %d identical but for member order (redis %v, gopher-lua %v)",
+		name, o.cases, seed, o.exact, o.reordered, o.redisTime.Round(time.Millisecond), o.localTime.Round(time.Millisecond))
+	if testing.Verbose() {
+		o.tb.Logf("slowest case (%v): %s", o.slowest, o.slowestCase)
+	}
 }
 
 // seed is LUALIB_SEED, or def.

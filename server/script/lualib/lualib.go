@@ -79,7 +79,7 @@ func funcName(L *lua.LState) string {
 
 // argError raises luaL_argerror's "bad argument #n to 'f' (msg)".
 func argError(L *lua.LState, n int, msg string) {
-	L.RaiseError("bad argument #%d to '%s' (%s)", n, funcName(L), msg)
+	raise(L, "bad argument #%d to '%s' (%s)", n, funcName(L), msg)
 }
 
 // typeError raises luaL_typerror's "bad argument #n to 'f' (T expected,
@@ -149,9 +149,23 @@ func cString(s string) string {
 	return s
 }
 
+// raise is luaL_error: the message, after the position of the calling
+// Lua code ("user_script:3: ") when the caller is Lua code; a module
+// function that pcall (or any Go function) called directly gets none, as
+// in C Lua. (gopher-lua's RaiseError looks past Go callers for one.)
+func raise(L *lua.LState, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if dbg, ok := L.GetStack(1); ok {
+		if _, err := L.GetInfo("Sl", dbg, nil); err == nil && dbg.What != "G" && dbg.CurrentLine > 0 {
+			msg = fmt.Sprintf("%s:%d: %s", dbg.Source, dbg.CurrentLine, msg)
+		}
+	}
+	L.Error(lua.LString(msg), 0)
+}
+
 // stackOverflow raises luaL_checkstack's error.
 func stackOverflow(L *lua.LState, what string) {
-	L.RaiseError("stack overflow (%s)", what)
+	raise(L, "stack overflow (%s)", what)
 }
 
 // runError raises an error with no position, as luaG_runerror does when

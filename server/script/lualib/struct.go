@@ -72,7 +72,7 @@ func (f *structFormat) num(def int) int {
 	for f.more() && isDigit(f.fmt[f.i]) {
 		d := int(f.fmt[f.i] - '0')
 		if a > math.MaxInt32/10 || a*10 > math.MaxInt32-d {
-			f.L.RaiseError("integral size overflow")
+			raise(f.L, "integral size overflow")
 		}
 		a = a*10 + d
 		f.i++
@@ -96,7 +96,7 @@ func (f *structFormat) size(opt byte) uint64 {
 	case 'i', 'I':
 		sz := f.num(4)
 		if sz > structMaxIntSize {
-			f.L.RaiseError("integral size %d is larger than limit of %d", sz, structMaxIntSize)
+			raise(f.L, "integral size %d is larger than limit of %d", sz, structMaxIntSize)
 		}
 		return uint64(sz)
 	}
@@ -127,7 +127,7 @@ func (f *structFormat) control(opt byte) {
 	case '!':
 		a := f.num(structMaxAlign)
 		if a <= 0 || a&(a-1) != 0 {
-			f.L.RaiseError("alignment %d is not a power of 2", a)
+			raise(f.L, "alignment %d is not a power of 2", a)
 		}
 		f.h.align = uint64(a)
 	default:
@@ -344,7 +344,7 @@ func structUnpack(L *lua.LState) int {
 					prev, ok = toNumber(out[len(out)-1])
 				}
 				if !ok {
-					L.RaiseError("format 'c0' needs a previous size")
+					raise(L, "format 'c0' needs a previous size")
 				}
 				size = cUint64(prev)
 				out = out[:len(out)-1]
@@ -354,7 +354,7 @@ func structUnpack(L *lua.LState) int {
 		case 's':
 			e := strings.IndexByte(data[pos:], 0)
 			if e < 0 {
-				L.RaiseError("unfinished string in data")
+				raise(L, "unfinished string in data")
 			}
 			size = uint64(e) + 1
 			out = append(out, lua.LString(data[pos:pos+uint64(e)]))
