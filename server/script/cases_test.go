@@ -762,6 +762,26 @@ return 'it''s'
 --[[ block comment ]] return 1
 -- line comment¶return 2
 local a <const> = 1
+// errors passed on
+local ok, e = pcall(redis.call, 'NOSUCH') error(e)
+local ok, e = pcall(redis.call, 'NOSUCH') error(e, 0)
+local ok, e = pcall(redis.call, 'NOSUCH') return redis.error_reply(e)
+local ok, e = xpcall(function() redis.call('NOSUCH') end, function(e) return e end) error(e)
+local ok, e = xpcall(function() redis.call('NOSUCH') end, __redis__err__handler) return {e.err, e.source, e.line}
+local ok, e = xpcall(function() error('x') end, __redis__err__handler) return {e.err, e.source, e.line}
+local ok, e = xpcall(function() local t = nil return t.x end, function(m) return m end) return e
+local ok, e = pcall(function() local t = nil return t.x end) return e
+local ok, e = pcall(function() return nosuch() end) return e
+local ok, e = pcall(string.rep) return e
+local ok, e = pcall(error) return {tostring(ok), tostring(e)}
+local ok, e = pcall(error, nil) return {tostring(ok), tostring(e)}
+local ok, e = pcall(error, "m", 2) return e
+local function lvl() error("up", 2) end local ok, e = pcall(lvl) return e
+local ok, e = pcall(pcall) return {tostring(ok), tostring(e)}
+return select('#', pcall(error))
+return {xpcall(function() return 1, 2 end, print)}
+return xpcall(function() error({err="T"}) end, function(e) return e.err end)
+return coroutine.wrap(function() local ok, e = pcall(redis.call, 'NOSUCH') return e end)()
 // line numbers of multi-line statements
 local x = 1 +¶  nil
 local t = nil¶return t¶.x

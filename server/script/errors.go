@@ -91,7 +91,14 @@ func (v *vm) errHandler(L *lua.LState) int {
 
 // errHandlerGlobal is __redis__err__handler as scripts can call it.
 func (v *vm) errHandlerGlobal(L *lua.LState) int {
-	L.Push(v.handle(L, L.Get(1), 1))
+	level := 1
+	// Called by xpcall's wrapper: the error was raised below it.
+	if dbg, ok := L.GetStack(1); ok {
+		if fn, _ := L.GetInfo("f", dbg, lua.LNil); fn == v.xwrap {
+			level = 2
+		}
+	}
+	L.Push(v.handle(L, L.Get(1), level))
 	return 1
 }
 

@@ -41,6 +41,9 @@ type vm struct {
 	strMeta *lua.LTable
 	handler *lua.LFunction // the run's error handler
 	namer   *lua.LFunction // pcall's: names the culprit of a runtime error
+	// xwrap is xpcall's handler, calling the script's (xhandlers' last).
+	xwrap     *lua.LFunction
+	xhandlers []lua.LValue
 	// recycle is false once the interpreter must not be reused (a Go
 	// panic inside it, a library setting changed).
 	recycle bool
