@@ -809,6 +809,10 @@ return 1 < "x"
 return {} < {}
 return nil < nil
 // limits
+local function f() return 1 + f() end local ok, e = pcall(f) return {tostring(ok), e}
+local function f() return 1 + f() end local ok, e = pcall(f) local ok2, e2 = pcall(f) return {e, e2}
+local co = coroutine.create(function() local function f(n) return 1 + f(n) end return f(1) end) return {coroutine.resume(co)}
+local function f(n) if n == 0 then return 0 end return 1 + f(n - 1) end return coroutine.wrap(function() return f(10000) end)()
 local function f(n) return 1 + f(n+1) end return f(1)
 local function f(n) if n == 0 then return 0 end return 1 + f(n-1) end return f(15000)
 local function f(n) if n == 0 then return 0 end return 1 + f(n-1) end return f(100000)

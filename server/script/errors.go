@@ -24,6 +24,9 @@ import (
 var (
 	errKilled   = errors.New("Script killed by user with SCRIPT KILL...")
 	errNoMemory = errors.New("not enough memory")
+	// errStackOverflow is raised as a Lua error (catchable, with its
+	// position), not a halt.
+	errStackOverflow = errors.New("stack overflow")
 )
 
 // errorInfo is what the handler saw where the error was raised.
