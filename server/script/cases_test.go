@@ -1,6 +1,9 @@
 package script_test
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+)
 
 // handCases are the hand-written differential cases: one script per
 // line (¶ in a line is a newline), run with no keys and args, then the
@@ -28,6 +31,9 @@ func handCases() []evalCase {
 		evalCase{body: "return {err='a\x00b'}"},
 		evalCase{body: "error('a\x00b')"},
 		evalCase{body: "return \"\r\n\""},
+		evalCase{body: manyLocals(199)},
+		evalCase{body: manyLocals(200)},
+		evalCase{body: manyLocals(201)},
 		evalCase{body: gcraScript, keys: []string{"rl"}, args: []string{"10", "10", "3600", "1"}},
 		evalCase{body: gcraScript, keys: []string{"rl"}, args: []string{"10", "10", "3600", "5"}},
 	)
@@ -36,8 +42,19 @@ func handCases() []evalCase {
 
 var extraCases []evalCase
 
+// manyLocals declares n locals in the main chunk, then uses libraries.
+func manyLocals(n int) string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = "a" + strconv.Itoa(i)
+	}
+	return "local " + strings.Join(names, ",") + " = 1 return tostring(a0) .. string.rep('x', 2) .. math.max(1, 2) .. #KEYS"
+}
+
 // knownDivergent are cases that differ, and why: gopher-lua's VM.
 var knownDivergent = map[string]string{
+	manyLocals(199): "gopher-lua's 200 registers per function (Lua's 250)",
+	manyLocals(200): "gopher-lua's 200 registers per function (Lua's 250)",
 	"local t = setmetatable({}, {__len=function() return 7 end}) return #t": "gopher-lua honours __len on tables",
 	"local t = {} table.insert(t, 5, 1) return {#t, t[5]}":                  "gopher-lua's # of a table with holes",
 }
