@@ -30,17 +30,22 @@ func (v *vm) installBase() {
 		return 1
 	})
 	set("tonumber", baseToNumber)
+	// xpcall's handler gets the error as Lua 5.1 words it: through one
+	// shared Go wrapper, which the stack-level logic of the error
+	// handlers skips.
+	v.xwrap = L.NewFunction(func(L *lua.LState) int {
+		h := v.xhandlers[len(v.xhandlers)-1]
+		L.Push(h)
+		L.Push(nameError(L, fixError(v.stopValue(L, L.Get(1))), 1))
+		L.Call(1, 1)
+		return 1
+	})
 	set("xpcall", func(L *lua.LState) int {
 		checkAny(L, 2)
-		handler := L.Get(2)
+		v.xhandlers = append(v.xhandlers, L.Get(2))
+		defer func() { v.xhandlers = v.xhandlers[:len(v.xhandlers)-1] }()
 		L.SetTop(1)
-		wrapped := L.NewFunction(func(L *lua.LState) int {
-			L.Push(handler)
-			L.Push(nameError(L, fixError(v.stopValue(L, L.Get(1))), 1))
-			L.Call(1, 1)
-			return 1
-		})
-		if err := L.PCall(0, lua.MultRet, wrapped); err != nil {
+		if err := L.PCall(0, lua.MultRet, v.xwrap); err != nil {
 			L.SetTop(0)
 			L.Push(lua.LFalse)
 			L.Push(v.errValue(err))

@@ -1,6 +1,9 @@
 package script_test
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+)
 
 // handCases are the hand-written differential cases: one script per
 // line (¶ in a line is a newline), run with no keys and args, then the
@@ -28,6 +31,9 @@ func handCases() []evalCase {
 		evalCase{body: "return {err='a\x00b'}"},
 		evalCase{body: "error('a\x00b')"},
 		evalCase{body: "return \"\r\n\""},
+		evalCase{body: manyLocals(199)},
+		evalCase{body: manyLocals(200)},
+		evalCase{body: manyLocals(201)},
 		evalCase{body: gcraScript, keys: []string{"rl"}, args: []string{"10", "10", "3600", "1"}},
 		evalCase{body: gcraScript, keys: []string{"rl"}, args: []string{"10", "10", "3600", "5"}},
 	)
@@ -36,8 +42,19 @@ func handCases() []evalCase {
 
 var extraCases []evalCase
 
+// manyLocals declares n locals in the main chunk, then uses libraries.
+func manyLocals(n int) string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = "a" + strconv.Itoa(i)
+	}
+	return "local " + strings.Join(names, ",") + " = 1 return tostring(a0) .. string.rep('x', 2) .. math.max(1, 2) .. #KEYS"
+}
+
 // knownDivergent are cases that differ, and why: gopher-lua's VM.
 var knownDivergent = map[string]string{
+	manyLocals(199): "gopher-lua's 200 registers per function (Lua's 250)",
+	manyLocals(200): "gopher-lua's 200 registers per function (Lua's 250)",
 	"local t = setmetatable({}, {__len=function() return 7 end}) return #t": "gopher-lua honours __len on tables",
 	"local t = {} table.insert(t, 5, 1) return {#t, t[5]}":                  "gopher-lua's # of a table with holes",
 }
@@ -762,6 +779,26 @@ return 'it''s'
 --[[ block comment ]] return 1
 -- line comment¶return 2
 local a <const> = 1
+// errors passed on
+local ok, e = pcall(redis.call, 'NOSUCH') error(e)
+local ok, e = pcall(redis.call, 'NOSUCH') error(e, 0)
+local ok, e = pcall(redis.call, 'NOSUCH') return redis.error_reply(e)
+local ok, e = xpcall(function() redis.call('NOSUCH') end, function(e) return e end) error(e)
+local ok, e = xpcall(function() redis.call('NOSUCH') end, __redis__err__handler) return {e.err, e.source, e.line}
+local ok, e = xpcall(function() error('x') end, __redis__err__handler) return {e.err, e.source, e.line}
+local ok, e = xpcall(function() local t = nil return t.x end, function(m) return m end) return e
+local ok, e = pcall(function() local t = nil return t.x end) return e
+local ok, e = pcall(function() return nosuch() end) return e
+local ok, e = pcall(string.rep) return e
+local ok, e = pcall(error) return {tostring(ok), tostring(e)}
+local ok, e = pcall(error, nil) return {tostring(ok), tostring(e)}
+local ok, e = pcall(error, "m", 2) return e
+local function lvl() error("up", 2) end local ok, e = pcall(lvl) return e
+local ok, e = pcall(pcall) return {tostring(ok), tostring(e)}
+return select('#', pcall(error))
+return {xpcall(function() return 1, 2 end, print)}
+return xpcall(function() error({err="T"}) end, function(e) return e.err end)
+return coroutine.wrap(function() local ok, e = pcall(redis.call, 'NOSUCH') return e end)()
 // line numbers of multi-line statements
 local x = 1 +¶  nil
 local t = nil¶return t¶.x
@@ -789,6 +826,10 @@ return 1 < "x"
 return {} < {}
 return nil < nil
 // limits
+local function f() return 1 + f() end local ok, e = pcall(f) return {tostring(ok), e}
+local function f() return 1 + f() end local ok, e = pcall(f) local ok2, e2 = pcall(f) return {e, e2}
+local co = coroutine.create(function() local function f(n) return 1 + f(n) end return f(1) end) return {coroutine.resume(co)}
+local function f(n) if n == 0 then return 0 end return 1 + f(n - 1) end return coroutine.wrap(function() return f(10000) end)()
 local function f(n) return 1 + f(n+1) end return f(1)
 local function f(n) if n == 0 then return 0 end return 1 + f(n-1) end return f(15000)
 local function f(n) if n == 0 then return 0 end return 1 + f(n-1) end return f(100000)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,7 +41,10 @@ type engineImpl struct {
 	// where its SHA1 costs a pass of SHA1 over it.
 	byBody map[string]*compiled
 
-	pool        sync.Pool
+	// free are idle interpreters. Not a sync.Pool: building one costs
+	// about a millisecond, and a pool is emptied by every collection.
+	freeMu      sync.Mutex
+	free        []*vm
 	rand        *rand48
 	memLimit    int64
 	registryMax int
@@ -243,21 +247,42 @@ func treeDepth(chunk []ast.Stmt) int {
 	return max
 }
 
+// maxFree bounds the idle interpreters kept: about as many as can run
+// at once.
+var maxFree = 2 * runtime.GOMAXPROCS(0)
+
 func (e *engineImpl) getVM() *vm {
-	if v, ok := e.pool.Get().(*vm); ok {
+	e.freeMu.Lock()
+	if n := len(e.free); n > 0 {
+		v := e.free[n-1]
+		e.free = e.free[:n-1]
+		e.freeMu.Unlock()
 		return v
 	}
+	e.freeMu.Unlock()
 	return newVM(e)
 }
 
+// putVM keeps v for another run, unless it must not be reused: a Go
+// panic inside it, or a run big enough to have grown its stacks (it
+// read the heap), whose memory it would keep.
 func (e *engineImpl) putVM(v *vm) {
-	if !v.recycle {
+	if !v.recycle || v.ctx.mem.base >= 0 || v.ctx.n >= 1<<20 {
 		v.L.Close()
 		return
 	}
 	v.host = nil
 	v.errInfo = errorInfo{}
-	e.pool.Put(v)
+	v.xhandlers = v.xhandlers[:0]
+	e.freeMu.Lock()
+	if len(e.free) < maxFree {
+		e.free = append(e.free, v)
+		v = nil
+	}
+	e.freeMu.Unlock()
+	if v != nil {
+		v.L.Close()
+	}
 }
 
 func (e *engineImpl) run(ctx context.Context, body []byte, keys, args [][]byte, host Host) (rep engine.Reply) {

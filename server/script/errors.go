@@ -24,6 +24,9 @@ import (
 var (
 	errKilled   = errors.New("Script killed by user with SCRIPT KILL...")
 	errNoMemory = errors.New("not enough memory")
+	// errStackOverflow is raised as a Lua error (catchable, with its
+	// position), not a halt.
+	errStackOverflow = errors.New("stack overflow")
 )
 
 // errorInfo is what the handler saw where the error was raised.
@@ -91,7 +94,14 @@ func (v *vm) errHandler(L *lua.LState) int {
 
 // errHandlerGlobal is __redis__err__handler as scripts can call it.
 func (v *vm) errHandlerGlobal(L *lua.LState) int {
-	L.Push(v.handle(L, L.Get(1), 1))
+	level := 1
+	// Called by xpcall's wrapper: the error was raised below it.
+	if dbg, ok := L.GetStack(1); ok {
+		if fn, _ := L.GetInfo("f", dbg, lua.LNil); fn == v.xwrap {
+			level = 2
+		}
+	}
+	L.Push(v.handle(L, L.Get(1), level))
 	return 1
 }
 

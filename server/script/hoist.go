@@ -45,7 +45,8 @@ func hoistedName(local string) (kind, name string, ok bool) {
 }
 
 func (p *parser) hoist(body []ast.Stmt) []ast.Stmt {
-	if len(p.globalRefs) == 0 {
+	// A main chunk with many locals of its own keeps its registers.
+	if len(p.globalRefs) == 0 || p.fs.maxLocals > maxLocals-maxHoisted-20 {
 		return body
 	}
 	var names []string

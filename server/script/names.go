@@ -29,6 +29,20 @@ func framePC(dbg *lua.Debug) (int, bool) {
 	return int(pc.Int()) - 1, true
 }
 
+// frameIndex is the frame's depth in its thread's call stack (tail
+// calls reuse a frame), read like framePC.
+func frameIndex(dbg *lua.Debug) (int, bool) {
+	f := reflect.ValueOf(dbg).Elem().FieldByName("frame")
+	if !f.IsValid() || f.Kind() != reflect.Pointer || f.IsNil() {
+		return 0, false
+	}
+	idx := f.Elem().FieldByName("Idx")
+	if !idx.IsValid() || idx.Kind() != reflect.Int {
+		return 0, false
+	}
+	return int(idx.Int()), true
+}
+
 func instOp(i uint32) int { return int(i >> 26) }
 func instA(i uint32) int  { return int(i>>18) & 0xff }
 func instB(i uint32) int  { return int(i & 0x1ff) }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"reflect"
 	"strconv"
+	"strings"
 
 	"github.com/yuin/gopher-lua/ast"
 )
@@ -53,7 +54,9 @@ type funcState struct {
 	usesDots bool
 	line     int
 	nlocals  int // active locals
-	upvals   map[string]bool
+	// maxLocals is the most locals active at once.
+	maxLocals int
+	upvals    map[string]bool
 }
 
 type blockScope struct {
@@ -95,14 +98,30 @@ func parseChunk(src, display string, level int) (chunk []ast.Stmt, err error) {
 	p.openBlock(false)
 	body := p.block()
 	p.check(tkEOS)
-	// The concatenation helper, read once into a local of the main
-	// chunk (an upvalue for the functions in it).
 	zeroConstants(body)
 	body = p.hoist(body)
-	helper := &ast.LocalAssignStmt{
-		Names: []string{catName, modName, forName, callName, pcallName, callVoidName, pcallVoidName},
-		Exprs: []ast.Expr{ident(catGlobal, 0), ident(modName, 0), ident(forName, 0), ident(callName, 0), ident(pcallName, 0), ident(callVoidName, 0), ident(pcallVoidName, 0)},
+	// The helpers the chunk uses, read once into locals of the main
+	// chunk (upvalues for its functions), unless the chunk's own locals
+	// need the registers: then they are read as the hidden globals they
+	// also are.
+	used := map[string]bool{}
+	walkIdents(body, func(id *ast.IdentExpr) {
+		if len(id.Value) > 0 && id.Value[0] == 0 && !strings.HasPrefix(id.Value, hoistPrefix) && !strings.HasPrefix(id.Value, tempPrefix) {
+			used[id.Value] = true
+		}
+	})
+	var names []string
+	var exprs []ast.Expr
+	for _, h := range []string{catName, modName, forName, callName, pcallName, callVoidName, pcallVoidName} {
+		if used[h] {
+			names = append(names, h)
+			exprs = append(exprs, ident(h, 0))
+		}
 	}
+	if len(names) == 0 || p.fs.maxLocals+len(names) > maxLocals-60 {
+		return body, nil
+	}
+	helper := &ast.LocalAssignStmt{Names: names, Exprs: exprs}
 	return append([]ast.Stmt{helper}, body...), nil
 }
 
@@ -212,6 +231,7 @@ func (p *parser) declare(name string) {
 	b := fs.blocks[len(fs.blocks)-1]
 	b.names = append(b.names, name)
 	fs.nlocals++
+	fs.maxLocals = max(fs.maxLocals, fs.nlocals)
 }
 
 func (p *parser) limitError(fs *funcState, limit int, what string) {
@@ -760,6 +780,35 @@ func fold(op int, a, b ast.Expr) (ast.Expr, bool) {
 		return nil, false
 	}
 	return numberExpr(r), true
+}
+
+// walkIdents calls fn for every name in stmts, functions included.
+func walkIdents(stmts []ast.Stmt, fn func(*ast.IdentExpr)) {
+	var walk func(v reflect.Value)
+	walk = func(v reflect.Value) {
+		switch v.Kind() {
+		case reflect.Interface, reflect.Pointer:
+			if v.IsNil() {
+				return
+			}
+			if id, ok := v.Interface().(*ast.IdentExpr); ok {
+				fn(id)
+				return
+			}
+			walk(v.Elem())
+		case reflect.Slice:
+			for i := 0; i < v.Len(); i++ {
+				walk(v.Index(i))
+			}
+		case reflect.Struct:
+			for i := 0; i < v.NumField(); i++ {
+				if f := v.Field(i); f.CanInterface() {
+					walk(f)
+				}
+			}
+		}
+	}
+	walk(reflect.ValueOf(stmts))
 }
 
 // zeroConstants gives every zero numeral of a function the sign of its

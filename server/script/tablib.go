@@ -219,10 +219,7 @@ func (v *vm) installCoroutine() {
 				v.noMemory()
 			}
 			ctx := L.RemoveContext()
-			opts := L.Options
-			L.Options.MinimizeStackMemory = true
 			n := fn(L)
-			L.Options = opts
 			if ctx != nil {
 				L.SetContext(ctx)
 				switch th := L.Get(-1).(type) {

@@ -41,6 +41,9 @@ type vm struct {
 	strMeta *lua.LTable
 	handler *lua.LFunction // the run's error handler
 	namer   *lua.LFunction // pcall's: names the culprit of a runtime error
+	// xwrap is xpcall's handler, calling the script's (xhandlers' last).
+	xwrap     *lua.LFunction
+	xhandlers []lua.LValue
 	// recycle is false once the interpreter must not be reused (a Go
 	// panic inside it, a library setting changed).
 	recycle bool
@@ -70,14 +73,15 @@ const (
 )
 
 func newVM(e *engineImpl) *vm {
-	// The main thread's call stack is allocated whole (gopher-lua's
-	// growing one panics without a position when full); coroutines get
-	// growing ones (tablib.go).
+	// The call stack grows as needed; the depth check (vmContext.poll)
+	// stops a recursion with Lua's "stack overflow" well before
+	// gopher-lua's own bound, which would panic without a position.
 	L := lua.NewState(lua.Options{
-		SkipOpenLibs:    true,
-		CallStackSize:   maxCalls,
-		RegistrySize:    1024,
-		RegistryMaxSize: e.registryMax,
+		SkipOpenLibs:        true,
+		CallStackSize:       maxCalls + 2000,
+		RegistrySize:        1024,
+		RegistryMaxSize:     e.registryMax,
+		MinimizeStackMemory: true,
 	})
 	v := &vm{
 		L:       L,
@@ -231,6 +235,8 @@ type vmContext struct {
 	lastFn *lua.LFunction
 	lastPC int
 	fresh  bool // the kill has not been raised yet
+	// overflow raises "stack overflow" at the next instruction, once.
+	overflow bool
 }
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
@@ -243,6 +249,10 @@ const (
 func (c *vmContext) Deadline() (time.Time, bool) { return time.Time{}, false }
 func (c *vmContext) Value(any) any               { return nil }
 func (c *vmContext) Err() error {
+	if c.overflow {
+		c.overflow = false
+		return errStackOverflow
+	}
 	if c.stop != nil {
 		return c.stop
 	}
@@ -253,6 +263,9 @@ func (c *vmContext) Done() <-chan struct{} {
 	c.n++
 	if c.n&(pollEvery-1) == 0 {
 		c.poll()
+	}
+	if c.overflow {
+		return closedChan
 	}
 	if c.done != nil && c.stop == errKilled {
 		if c.fresh {
@@ -306,6 +319,18 @@ func (c *vmContext) lineHook() <-chan struct{} {
 }
 
 func (c *vmContext) poll() {
+	// Lua 5.1 allows LUAI_MAXCALLS nested calls. A call takes at least
+	// two instructions, so between two polls the depth grows by at most
+	// pollEvery/2, within gopher-lua's margin.
+	th := c.vm.L.G.CurrentThread
+	if th == nil {
+		th = c.vm.L
+	}
+	if dbg, ok := th.GetStack(0); ok {
+		if depth, ok := frameIndex(dbg); ok && depth >= maxCalls-pollEvery {
+			c.overflow = true
+		}
+	}
 	if c.parent != nil {
 		select {
 		case <-c.parent:
@@ -333,6 +358,7 @@ func (c *vmContext) reset(parent <-chan struct{}, limit int64) {
 	c.parent = parent
 	c.stop = nil
 	c.done = nil
+	c.overflow = false
 	c.lastFn = nil
 	c.mem.reset(limit)
 }
