@@ -319,6 +319,7 @@ type shardJob struct {
 	// when its reply cannot say so (SET NX on an existing key).
 	unchanged bool
 
+	here       *heldRun // runHere's, reused
 	jw         journalWriter
 	durableSeq uint64 // highest journal seq this job appended
 

@@ -202,7 +202,7 @@ func (x *heldRun) apply(c *Command) Reply {
 // only one: it then runs on that shard's owner like any single-key
 // command, in pipeline order, with no hold to take.
 func (e *Engine) singleShard(c *Command) (int, bool) {
-	if c.Op.spec().coordinated || bigOp(c) {
+	if (c.Op.spec().coordinated && c.N[0]&ScriptOwnKeys == 0) || bigOp(c) {
 		// A script's hold may grow; emptying the key space takes bigOps.
 		return 0, false
 	}
@@ -217,8 +217,22 @@ func (e *Engine) singleShard(c *Command) (int, bool) {
 // runHere runs a held command whose shards are only j's, on j's owner,
 // with t, and journals what it changed.
 func (j *shardJob) runHere(t *shard.Table, c *Command, now int64) Reply {
-	x := &heldRun{e: j.e, b: j.b, tables: map[int]*shard.Table{j.shard: t}, jobs: map[int]*shardJob{j.shard: j}, now: now}
+	// The job keeps its one-shard run: a pipeline of scripts on one
+	// shard does not build it each time.
+	x := j.here
+	if x == nil {
+		x = &heldRun{tables: map[int]*shard.Table{}, jobs: map[int]*shardJob{}}
+		j.here = x
+	}
+	x.e, x.b, x.now, x.rerun = j.e, j.b, now, false
+	x.tables[j.shard], x.jobs[j.shard] = t, j
 	r := x.apply(c)
+	if x.rerun {
+		// A script said to touch only its keys reached another shard,
+		// which an owner cannot take: stopped, its reply an error. (The
+		// server vouches for such scripts; this does not happen.)
+		r = errReply(errScriptStrayKey)
+	}
 	seq, err := x.journal()
 	if err != nil {
 		j.e.log.Error("journal append failed; the applied commands may not survive a restart", "err", err)

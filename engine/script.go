@@ -47,9 +47,17 @@ const (
 	OpScriptKey Op = 152
 )
 
-// ScriptWide in an OpEval's N[0]: the script holds every shard from the
-// start (allow-cross-slot-keys).
-const ScriptWide = 1
+// Script flags in an OpEval's N[0].
+const (
+	// ScriptWide: the script holds every shard from the start
+	// (allow-cross-slot-keys).
+	ScriptWide = 1
+	// ScriptOwnKeys: the script touches only its declared keys (a known
+	// text, checked by the server), so when they are on one shard it runs
+	// on that shard's owner in pipeline order like any single-shard
+	// command, with no hold to take.
+	ScriptOwnKeys = 2
+)
 
 func scriptOps() map[Op]OpSpec {
 	return map[Op]OpSpec{
@@ -68,6 +76,7 @@ var (
 	ErrNoScripting = errors.New("scripting is not available on this server")
 	// ErrScriptReadOnly: a read-only script called a write.
 	ErrScriptReadOnly = RawError("ERR Write commands are not allowed from read-only scripts.")
+	errScriptStrayKey = RawError("ERR a script marked as touching only its declared keys touched another")
 	// errScriptRerun answers the calls of a script that is being stopped
 	// to run again with every shard held.
 	errScriptRerun = RawError("ERR the script is being restarted with every shard held")
@@ -104,6 +113,7 @@ type ScriptRun struct {
 	saved   map[string]struct{}
 	need    []int
 	stopped bool
+	ownKeys bool // ScriptOwnKeys: never starts over, so keeps no undo log
 	needBig bool // stopped to start over holding bigOps
 	wrote   atomic.Bool
 	busy    atomic.Bool
@@ -174,7 +184,7 @@ func (r *ScriptRun) Exec(c *Command) Reply {
 		// As Redis: calling a write makes the script unkillable, whether
 		// or not it changes anything.
 		r.wrote.Store(true)
-		if len(x.tables) < len(x.e.shards) {
+		if len(x.tables) < len(x.e.shards) && !r.ownKeys {
 			r.save(c)
 		}
 	}
@@ -290,7 +300,8 @@ func (x *heldRun) eval(c *Command) Reply {
 		return errReply(ErrNoScripting)
 	}
 	r := &ScriptRun{Body: c.Value, Args: c.Args, Now: x.now, ReadOnly: c.Op == OpEvalRO,
-		Replicated: x.b != nil && x.b.Replicated, User: c.Key, x: x, mark: len(x.effects)}
+		Replicated: x.b != nil && x.b.Replicated, User: c.Key, x: x, mark: len(x.effects),
+		ownKeys: c.N[0]&ScriptOwnKeys != 0}
 	r.Keys = make([][]byte, len(c.Sub))
 	for i := range c.Sub {
 		r.Keys[i] = c.Sub[i].Key

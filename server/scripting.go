@@ -219,6 +219,12 @@ func (s *Scripts) infoLines() []string {
 
 func (sr *scriptRun) Now() int64 { return sr.run.Now }
 
+// Deterministic: a script from a replicated log runs on every node, and
+// again when a node replays the log, so its random numbers restart from
+// the seed each run; standalone, the journal keeps a script's effects and
+// the sequence goes on as in Redis 7.
+func (sr *scriptRun) Deterministic() bool { return sr.run.Replicated }
+
 func (sr *scriptRun) Log(level int, msg string) {
 	lv := slog.LevelInfo
 	switch level {
@@ -437,6 +443,10 @@ func prepareEval(cl *client, c *engine.Command) error {
 		return engine.RawError("ERR " + err.Error())
 	}
 	if !flags.Shebang {
+		if len(c.Key) == 0 && s.scripts.accel.lookup(c.Value) != nil {
+			// A known limiter script: it touches KEYS[1] alone.
+			c.N[0] |= engine.ScriptOwnKeys
+		}
 		return nil
 	}
 	if flags.NoCluster {

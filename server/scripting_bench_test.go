@@ -14,7 +14,7 @@ import (
 )
 
 // BenchmarkEvalSHA measures EVALSHA round trips through the server and
-// the engine (16 pipelined per write, over 1,000 keys), so that a profile
+// the engine (16 pipelined per write, or one at a time, over 1,000 keys), so that a profile
 // shows what the scripting path costs: a trivial script, and go-redis/
 // redis_rate's GCRA script as sluice-bench sends it.
 func BenchmarkEvalSHA(b *testing.B) {
@@ -30,11 +30,12 @@ func BenchmarkEvalSHA(b *testing.B) {
 		{"incr", "local n = redis.call('incr', KEYS[1]) redis.call('expire', KEYS[1], 60) return n", nil},
 		{"redis_rate", gcra, []string{"100", "100", "1", "1"}},
 	} {
-		b.Run(bc.name, func(b *testing.B) { benchEvalSHA(b, bc.body, bc.args) })
+		b.Run(bc.name+"/P16", func(b *testing.B) { benchEvalSHA(b, bc.body, bc.args, 16) })
+		b.Run(bc.name+"/P1", func(b *testing.B) { benchEvalSHA(b, bc.body, bc.args, 1) })
 	}
 }
 
-func benchEvalSHA(b *testing.B, body string, args []string) {
+func benchEvalSHA(b *testing.B, body string, args []string, depth int) {
 	scripts := server.NewScripts(nil)
 	ts := sluicetest.Start(b, sluicetest.Options{Server: server.Config{Scripts: scripts}, Engine: engine.Config{Scripts: scripts}})
 	c, err := net.Dial("tcp", ts.Addr)
@@ -58,10 +59,10 @@ func benchEvalSHA(b *testing.B, body string, args []string) {
 	}
 	sha := strings.Split(send("SCRIPT", "LOAD", body), "\r\n")[1]
 	var pipes [][]byte
-	for p := range 64 {
+	for p := range 1024 / depth {
 		var pipe []byte
-		for i := range 16 {
-			cmd := append([]string{"EVALSHA", sha, "1", fmt.Sprintf("bench:%d", (p*16+i)%1000)}, args...)
+		for i := range depth {
+			cmd := append([]string{"EVALSHA", sha, "1", fmt.Sprintf("bench:%d", (p*depth+i)%1000)}, args...)
 			pipe = fmt.Appendf(pipe, "*%d\r\n", len(cmd))
 			for _, a := range cmd {
 				pipe = fmt.Appendf(pipe, "$%d\r\n%s\r\n", len(a), a)
@@ -73,9 +74,9 @@ func benchEvalSHA(b *testing.B, body string, args []string) {
 		b.Fatal(reply)
 	}
 	b.ResetTimer()
-	for i := 0; i < b.N; i += 16 {
-		c.Write(pipes[(i/16)%len(pipes)])
-		for range 16 {
+	for i := 0; i < b.N; i += depth {
+		c.Write(pipes[(i/depth)%len(pipes)])
+		for range depth {
 			if _, err := sluicetest.ReadReply(r); err != nil {
 				b.Fatal(err)
 			}

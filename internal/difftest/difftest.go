@@ -84,7 +84,12 @@ type Gen struct {
 	// always writes a new value: a change back to identical bytes is the
 	// one case where that check and Redis's differ (docs/transactions.md).
 	FingerprintWatch bool
-	unique           int
+	// Replicated: the server under test runs scripts from a replicated
+	// log, where math.random restarts from the seed every run (Redis 7
+	// goes on with one sequence), so generated scripts draw no random
+	// numbers.
+	Replicated bool
+	unique     int
 }
 
 // NewGen returns a generator seeded with seed.

@@ -128,6 +128,9 @@ func scriptGens(g *Gen) []func() [][]string {
 		},
 		func() [][]string {
 			c := conversions[g.R.IntN(len(conversions))]
+			for g.Replicated && strings.Contains(c, "math.random") {
+				c = conversions[g.R.IntN(len(conversions))]
+			}
 			return [][]string{{"EVAL", c, "1", g.Key(), g.Value()}}
 		},
 		// Argument errors.

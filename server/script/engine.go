@@ -312,6 +312,11 @@ func (v *vm) run(ctx context.Context, c *compiled, keys, args [][]byte, host Hos
 	v.host = host
 	v.sha = c.sha
 	v.resp = 2
+	v.rand = v.eng.rand
+	if d, ok := host.(Deterministic); ok && d.Deterministic() {
+		v.fresh.x.Store(rand48Init)
+		v.rand = &v.fresh
+	}
 	v.globals.RawSetString("KEYS", v.argTable(keys))
 	v.globals.RawSetString("ARGV", v.argTable(args))
 	var done <-chan struct{}

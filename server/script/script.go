@@ -11,8 +11,9 @@
 // one rand48 sequence per Engine that runs on from script to script (7.0
 // no longer reseeds it before each script, as 6.x did) and that
 // math.randomseed moves for every later script; Redis 7 replicates a
-// script's effects, not the script, so this is only as deterministic as
-// the order scripts run in.
+// script's effects, not the script. A Deterministic host (a replicated
+// log, which carries the script) gets a sequence restarted from the seed
+// for each run instead, so every node draws the same numbers.
 package script
 
 import (
@@ -59,6 +60,15 @@ type ACLHost interface {
 // NoScript is the error line for an EVALSHA of a script not in the
 // cache.
 const NoScript = "NOSCRIPT No matching script. Please use EVAL."
+
+// Deterministic is implemented by a Host whose script must give the same
+// results wherever and whenever it runs (every node of a replicated log
+// runs it, and runs it again after a restart): math.random then starts
+// from the seed for the run, as Redis 6 did, instead of going on with the
+// Engine's sequence as Redis 7 does.
+type Deterministic interface {
+	Deterministic() bool
+}
 
 // Flags are a script's shebang flags (#!lua flags=...).
 type Flags struct {

@@ -167,7 +167,7 @@ func (v *vm) installMath() {
 	set := func(name string, fn lua.LGFunction) { t.RawSetString(name, L.NewFunction(fn)) }
 	// math.random and math.randomseed are Redis's: the Engine's rand48.
 	set("random", func(L *lua.LState) int {
-		r := float64(v.eng.rand.next()%rand48Max) / float64(rand48Max)
+		r := float64(v.rand.next()%rand48Max) / float64(rand48Max)
 		switch L.GetTop() {
 		case 0:
 			L.Push(num(r))
@@ -190,7 +190,7 @@ func (v *vm) installMath() {
 		return 1
 	})
 	set("randomseed", func(L *lua.LState) int {
-		v.eng.rand.seed(checkInt(L, 1))
+		v.rand.seed(checkInt(L, 1))
 		return 0
 	})
 }

@@ -25,6 +25,10 @@ import (
 type vm struct {
 	L   *lua.LState
 	eng *engineImpl
+	// rand is math.random's sequence for the run: the Engine's, or for a
+	// Deterministic host one restarted from the seed.
+	rand  *rand48
+	fresh rand48
 
 	globals *lua.LTable // the real globals: KEYS and ARGV are set here
 	env     *lua.LTable // the globals' proxy: scripts' _G and environment
