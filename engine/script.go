@@ -325,8 +325,11 @@ func (x *heldRun) eval(c *Command) Reply {
 // wideScript reports whether a script holds every shard from the start:
 // flagged allow-cross-slot-keys, or seen reaching below its hold before.
 func (e *Engine) wideScript(c *Command) bool {
-	if c.N[0]&ScriptWide != 0 {
+	switch {
+	case c.N[0]&ScriptWide != 0:
 		return true
+	case c.N[0]&ScriptOwnKeys != 0:
+		return false // never reaches past its keys: no need to hash it
 	}
 	_, wide := e.wideScripts.Load(xxhash.Sum64(c.Value))
 	return wide

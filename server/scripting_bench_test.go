@@ -23,12 +23,18 @@ func BenchmarkEvalSHA(b *testing.B) {
 		b.Fatal(err)
 	}
 	_, gcra, _ := strings.Cut(string(file), "-- sluice-bench: end of header\n")
+	file, err = os.ReadFile("../bench/scripts/rate_limit_redis_increment.lua")
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, rlr, _ := strings.Cut(string(file), "-- sluice-bench: end of header\n")
 	for _, bc := range []struct {
 		name, body string
 		args       []string
 	}{
 		{"incr", "local n = redis.call('incr', KEYS[1]) redis.call('expire', KEYS[1], 60) return n", nil},
 		{"redis_rate", gcra, []string{"100", "100", "1", "1"}},
+		{"rate_limit_redis", rlr, []string{"60000"}},
 	} {
 		b.Run(bc.name+"/P16", func(b *testing.B) { benchEvalSHA(b, bc.body, bc.args, 16) })
 		b.Run(bc.name+"/P1", func(b *testing.B) { benchEvalSHA(b, bc.body, bc.args, 1) })
