@@ -75,11 +75,17 @@ type shardClock struct {
 	_   [56]byte
 }
 
-// shardNow is the time shard s runs a batch stamped now at: never earlier
-// than what it ran before. Connections stamp their pipelines as they
-// arrive, so two can reach a shard in the other order; without this a
-// key set to expire in 1000 ms could be read back with 1001 left.
-func (e *Engine) shardNow(s int, now int64) int64 {
+// shardNow is the time shard s runs batch b at: never earlier than what
+// it ran before. Connections stamp their pipelines as they arrive, so two
+// can reach a shard in the other order; without this a key set to expire
+// in 1000 ms could be read back with 1001 left. A replayed or replicated
+// batch runs at its own time exactly (the time its record carries, the
+// same on every node and for any shard count) and leaves the clocks alone.
+func (e *Engine) shardNow(s int, b *Batch) int64 {
+	now := b.now
+	if b.replaying || b.Replicated {
+		return now
+	}
 	c := &e.clocks[s]
 	if now < c.now {
 		return c.now
@@ -329,7 +335,7 @@ type shardJob struct {
 // Run applies the job's commands on the shard owner.
 func (j *shardJob) Run(t *shard.Table) {
 	b := j.b
-	now := j.e.shardNow(j.shard, b.now)
+	now := j.e.shardNow(j.shard, b)
 	from := 0 // the commands not journaled yet start at j.idx[from]
 	for k, i := range j.idx {
 		c := &b.Cmds[i]

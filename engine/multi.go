@@ -149,13 +149,16 @@ func (e *Engine) holdRun(b *Batch, shards []int, big bool) *heldRun {
 		e.bigOps.Lock()
 	}
 	h := e.hold(shards)
-	// The run's time is the latest any of its shards has run at.
+	// The run's time is the latest any of its shards has run at (see
+	// shardNow).
 	now := b.now
-	for _, s := range shards {
-		now = max(now, e.clocks[s].now)
-	}
-	for _, s := range shards {
-		e.clocks[s].now = now
+	if !b.replaying && !b.Replicated {
+		for _, s := range shards {
+			now = max(now, e.clocks[s].now)
+		}
+		for _, s := range shards {
+			e.clocks[s].now = now
+		}
 	}
 	x := &heldRun{e: e, b: b, tables: h.tables, jobs: make(map[int]*shardJob, len(shards)), now: now, h: h, bigLocked: big}
 	for _, s := range shards {

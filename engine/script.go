@@ -229,7 +229,9 @@ func (r *ScriptRun) extend(need []int) bool {
 	slices.Sort(more)
 	x.e.holdMore(x.h, more)
 	for _, s := range more {
-		x.e.clocks[s].now = max(x.e.clocks[s].now, x.now)
+		if x.b == nil || (!x.b.replaying && !x.b.Replicated) {
+			x.e.clocks[s].now = max(x.e.clocks[s].now, x.now)
+		}
 		x.jobs[s] = &shardJob{e: x.e, b: x.b, shard: s}
 		x.e.holders[s].Store(r)
 	}
