@@ -83,6 +83,12 @@ const (
 	// in RESP2, an array of [member, double] pairs in RESP3 (ZRANGE ...
 	// WITHSCORES).
 	ReplyPairs
+	// ReplyBool is Int 1 or 0 as a RESP3 boolean (#t, #f); :1 or :0 in
+	// RESP2 (a script's true and false under redis.setresp(3)).
+	ReplyBool
+	// ReplyBigNumber is Str as a RESP3 big number (...); a bulk string in
+	// RESP2.
+	ReplyBigNumber
 )
 
 // Reply is one command's answer. Bulk aliases a batch-owned buffer and is

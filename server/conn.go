@@ -546,6 +546,23 @@ func (c *client) writeReply(r *engine.Reply) {
 		}
 	case engine.ReplyDouble:
 		c.writeDouble(r.Float)
+	case engine.ReplyBool:
+		switch {
+		case !c.resp3:
+			c.writeInt(r.Int)
+		case r.Int != 0:
+			c.out = append(c.out, "#t\r\n"...)
+		default:
+			c.out = append(c.out, "#f\r\n"...)
+		}
+	case engine.ReplyBigNumber:
+		if !c.resp3 {
+			c.writeBulkString(r.Str)
+			break
+		}
+		c.out = append(c.out, '(')
+		c.out = append(c.out, r.Str...)
+		c.out = append(c.out, '\r', '\n')
 	case engine.ReplyPairs:
 		// member, score, member, score: flat in RESP2, [member, score]
 		// pairs in RESP3, as Redis answers ZRANGE ... WITHSCORES.

@@ -91,6 +91,7 @@ var conversions = []string{
 	"return redis.replicate_commands()", "return cjson.encode({1, 2, 'x'})", "return math.random(1000)",
 	"return bit.band(0xff, 0x0f)", "return struct.pack('>I2', 258)", "return cmsgpack.unpack(cmsgpack.pack({1, 'a'}))",
 	"return loadstring", "return os", "return io",
+	"redis.setresp(3) return {true, false, {big_number='12345678901234567890'}, {double=1.5}}",
 }
 
 func scriptGens(g *Gen) []func() [][]string {

@@ -131,12 +131,11 @@ func (v *vm) fromLua(lv lua.LValue, stack int) engine.Reply {
 		return engine.Reply{Kind: engine.ReplyBulk, Str: string(x)}
 	case lua.LBool:
 		if v.resp == 3 {
-			// A boolean reply (#t/#f in RESP3, :1/:0 in RESP2). Without a
-			// boolean reply kind, its RESP2 form.
+			// A boolean reply: #t/#f in RESP3, :1/:0 in RESP2.
 			if x {
-				return engine.Reply{Kind: engine.ReplyInt, Int: 1}
+				return engine.Reply{Kind: engine.ReplyBool, Int: 1}
 			}
-			return engine.Reply{Kind: engine.ReplyInt, Int: 0}
+			return engine.Reply{Kind: engine.ReplyBool, Int: 0}
 		}
 		if x {
 			return engine.Reply{Kind: engine.ReplyInt, Int: 1}
@@ -167,9 +166,8 @@ func (v *vm) tableReply(t *lua.LTable, stack int) engine.Reply {
 		return engine.Reply{Kind: engine.ReplyDouble, Float: float64(d)}
 	}
 	if n, ok := t.RawGetString("big_number").(lua.LString); ok {
-		// A big number: a bulk string in RESP2, "(" in RESP3, for which
-		// there is no reply kind yet.
-		return engine.Reply{Kind: engine.ReplyBulk, Str: noCRLF(string(n))}
+		// A big number: "(" in RESP3, a bulk string in RESP2.
+		return engine.Reply{Kind: engine.ReplyBigNumber, Str: noCRLF(string(n))}
 	}
 	if vs, ok := t.RawGetString("verbatim_string").(*lua.LTable); ok {
 		if _, ok := vs.RawGetString("format").(lua.LString); ok {

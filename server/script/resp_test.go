@@ -68,6 +68,16 @@ func encode(b []byte, r *engine.Reply, proto int) []byte {
 			b = encode(b, &r.Items[i], proto)
 		}
 		return b
+	case engine.ReplyBool:
+		if proto == 3 {
+			return append(b, map[bool]string{true: "#t\r\n", false: "#f\r\n"}[r.Int != 0]...)
+		}
+		return append(strconv.AppendInt(append(b, ':'), r.Int, 10), "\r\n"...)
+	case engine.ReplyBigNumber:
+		if proto == 3 {
+			return append(append(append(b, '('), r.Str...), "\r\n"...)
+		}
+		return bulk(b, r.Str)
 	case engine.ReplyDouble:
 		s := redisDouble(r.Float)
 		if proto == 3 {
