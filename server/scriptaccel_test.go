@@ -73,7 +73,9 @@ func shaOf(body string) string {
 
 func pick(r *rand.Rand, xs ...string) string { return xs[r.IntN(len(xs))] }
 
-func accelBody(t *testing.T, file string) string {
+// accelBody is a library script's text from sluice-bench's copies
+// (bench/scripts, checked against the libraries' own bytes there).
+func accelBody(t testing.TB, file string) string {
 	b, err := os.ReadFile("../bench/scripts/" + file)
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 	"testing"
 
@@ -18,16 +17,8 @@ import (
 // shows what the scripting path costs: a trivial script, and go-redis/
 // redis_rate's GCRA script as sluice-bench sends it.
 func BenchmarkEvalSHA(b *testing.B) {
-	file, err := os.ReadFile("../bench/scripts/redis_rate_allown.lua")
-	if err != nil {
-		b.Fatal(err)
-	}
-	_, gcra, _ := strings.Cut(string(file), "-- sluice-bench: end of header\n")
-	file, err = os.ReadFile("../bench/scripts/rate_limit_redis_increment.lua")
-	if err != nil {
-		b.Fatal(err)
-	}
-	_, rlr, _ := strings.Cut(string(file), "-- sluice-bench: end of header\n")
+	gcra := accelBody(b, "redis_rate_allown.lua")
+	rlr := accelBody(b, "rate_limit_redis_increment.lua")
 	for _, bc := range []struct {
 		name, body string
 		args       []string
