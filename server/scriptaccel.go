@@ -25,18 +25,38 @@ import (
 // nativeScript runs a known script. done is false when it gave up, having
 // changed nothing.
 type nativeScript struct {
-	name string // the library and script, for INFO and the docs
+	sha  string // of the exact text the library sends
+	name string // the library and script, for SCRIPT PATH and the docs
+	// stat names its INFO line (script_native_<stat>): letters, digits
+	// and underscores.
+	stat string
 	run  func(sr *scriptRun) (rep engine.Reply, done bool)
+	idx  int // in knownScripts, and so in accel.counts
 }
 
-// knownScripts are the accelerated scripts by SHA1.
-var knownScripts = map[string]*nativeScript{
+// knownScripts are the accelerated scripts, in the order INFO lists them.
+var knownScripts = []*nativeScript{
 	// go-redis/redis_rate v10 (v10.0.1), allowN.
-	"f52a5b566060d79fd321d695df55bc918339c4aa": {name: "go-redis/redis_rate allowN", run: redisRateAllowN},
+	{sha: "f52a5b566060d79fd321d695df55bc918339c4aa", name: "go-redis/redis_rate allowN", stat: "redis_rate_allown", run: redisRateAllowN},
 	// rate-limiter-flexible 11.4.0, RateLimiterRedis's incrTtlLuaScript.
-	"a1de965f42e177aa339706bd580f049065eca79a": {name: "rate-limiter-flexible incrTtl", run: rlflexIncrTTL},
+	{sha: "a1de965f42e177aa339706bd580f049065eca79a", name: "rate-limiter-flexible incrTtl", stat: "rlflex_incrttl", run: rlflexIncrTTL},
 	// rate-limit-redis 6.0.1, increment.
-	"895b92e1712734e1b464999be23953485475357b": {name: "rate-limit-redis increment", run: rateLimitRedisIncrement},
+	{sha: "895b92e1712734e1b464999be23953485475357b", name: "rate-limit-redis increment", stat: "rate_limit_redis_increment", run: rateLimitRedisIncrement},
+}
+
+// knownBySHA indexes knownScripts.
+var knownBySHA = func() map[string]*nativeScript {
+	m := make(map[string]*nativeScript, len(knownScripts))
+	for i, n := range knownScripts {
+		n.idx = i
+		m[n.sha] = n
+	}
+	return m
+}()
+
+// scriptCounts are one known script's runs on one server.
+type scriptCounts struct {
+	native, fallback atomic.Int64 // answered natively; given to the interpreter
 }
 
 // accel is a Scripts' acceleration state.
@@ -48,9 +68,10 @@ type accel struct {
 	// are hashed again.
 	mu       sync.Mutex
 	byBody   atomic.Pointer[map[string]*nativeScript]
-	native   atomic.Int64 // runs answered natively
-	fallback atomic.Int64 // runs a native function gave to the interpreter
-	lua      atomic.Int64 // runs of the interpreter
+	native   atomic.Int64   // runs answered natively
+	fallback atomic.Int64   // runs a native function gave to the interpreter
+	lua      atomic.Int64   // runs of the interpreter
+	counts   []scriptCounts // by knownScripts' index (made by NewScripts)
 }
 
 const maxMemoizedBodies = 4096
@@ -63,7 +84,7 @@ func (a *accel) lookup(body []byte) *nativeScript {
 		}
 	}
 	sum := sha1.Sum(body)
-	n := knownScripts[hex.EncodeToString(sum[:])]
+	n := knownBySHA[hex.EncodeToString(sum[:])]
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	old := a.byBody.Load()
@@ -84,6 +105,18 @@ func mapOrEmpty(m *map[string]*nativeScript) map[string]*nativeScript {
 		return nil
 	}
 	return *m
+}
+
+// statLines are INFO's lines per known script:
+// script_native_<stat>:runs=N,fallbacks=M.
+func (a *accel) statLines() []string {
+	lines := make([]string, len(knownScripts))
+	for i, n := range knownScripts {
+		c := &a.counts[i]
+		lines[i] = "script_native_" + n.stat + ":runs=" + strconv.FormatInt(c.native.Load(), 10) +
+			",fallbacks=" + strconv.FormatInt(c.fallback.Load(), 10)
+	}
+	return lines
 }
 
 // forget drops the memo (SCRIPT FLUSH).

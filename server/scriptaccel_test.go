@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/difftest"
@@ -29,15 +30,17 @@ import (
 
 type accelScript struct {
 	name, file string
-	time       bool // reads TIME
-	ttlLine    int  // the line of its reply that is a TTL, or -1
+	stat       string // its INFO line's name (script_native_<stat>)
+	time       bool   // reads TIME
+	ttlLine    int    // the line of its reply that is a TTL, or -1
 	// args draws arguments; long keeps every expiry far beyond the run
-	// (for the comparison with Redis, whose clock runs).
-	args func(r *rand.Rand, long bool) []string
+	// (for the comparison with Redis, whose clock runs); now is the
+	// servers' clock in milliseconds, for scripts given the client's time.
+	args func(r *rand.Rand, long bool, now int64) []string
 }
 
 var accelScripts = []accelScript{
-	{"redis_rate", "redis_rate_allown.lua", true, -1, func(r *rand.Rand, long bool) []string {
+	{"redis_rate", "redis_rate_allown.lua", "redis_rate_allown", true, -1, func(r *rand.Rand, long bool, _ int64) []string {
 		if r.IntN(12) == 0 {
 			return []string{pick(r, "x", "0", "-1", " 5", "1e3", "0x10"), "10", "1", "1"}
 		}
@@ -46,7 +49,7 @@ var accelScripts = []accelScript{
 		}
 		return []string{strconv.Itoa(1 + r.IntN(20)), strconv.Itoa(1 + r.IntN(20)), pick(r, "1", "60", "0.5", "3600"), strconv.Itoa(r.IntN(6))}
 	}},
-	{"rlflex", "rlflex_incr_ttl.lua", false, 2, func(r *rand.Rand, long bool) []string {
+	{"rlflex", "rlflex_incr_ttl.lua", "rlflex_incrttl", false, 2, func(r *rand.Rand, long bool, _ int64) []string {
 		if r.IntN(12) == 0 {
 			return []string{pick(r, "x", "1.5", "-2", "01"), pick(r, "0", "abc", "50", "-1")}
 		}
@@ -55,7 +58,7 @@ var accelScripts = []accelScript{
 		}
 		return []string{strconv.Itoa(1 + r.IntN(5)), strconv.Itoa(1 + r.IntN(10))}
 	}},
-	{"rate_limit_redis", "rate_limit_redis_increment.lua", false, 2, func(r *rand.Rand, long bool) []string {
+	{"rate_limit_redis", "rate_limit_redis_increment.lua", "rate_limit_redis_increment", false, 2, func(r *rand.Rand, long bool, _ int64) []string {
 		if r.IntN(12) == 0 {
 			return []string{pick(r, "0", "x", "1.5", "-5", "")}
 		}
@@ -84,25 +87,44 @@ func accelBody(t testing.TB, file string) string {
 	return body
 }
 
-// accelKeys: each script's own keys, and two that every script and the
-// setups share (so scripts meet each other's values and other types).
-var accelKeys = []string{"redis_rate:0", "redis_rate:1", "rlflex:0", "rlflex:1", "rate_limit_redis:0", "rate_limit_redis:1", "shared", "other"}
+// accelShared are keys every script and the setups use (so that scripts
+// meet each other's values and other types); accelKeys adds each script's
+// own two.
+var accelShared = []string{"shared", "other"}
+
+var accelKeys = func() []string {
+	var keys []string
+	for _, s := range accelScripts {
+		keys = append(keys, s.name+":0", s.name+":1")
+	}
+	return append(keys, accelShared...)
+}()
 
 func accelKey(r *rand.Rand, script string) string {
 	if r.IntN(8) == 0 {
-		return accelKeys[6+r.IntN(2)]
+		return accelShared[r.IntN(len(accelShared))]
 	}
 	return script + ":" + strconv.Itoa(r.IntN(2))
 }
 
-// accelState is every pool key's type, value and PTTL.
+// accelState is every pool key's type, value (read by its type's command)
+// and PTTL.
 func accelState(t *testing.T, c *sluicetest.RawConn) []string {
 	var out []string
 	for _, k := range accelKeys {
 		typ := c.Do(t, "TYPE", k)
-		val := c.Do(t, "GET", k)
-		if strings.Contains(typ, "hash") {
+		var val string
+		switch strings.TrimSpace(strings.TrimPrefix(typ, "+")) {
+		case "hash":
 			val = c.Do(t, "HGETALL", k)
+		case "list":
+			val = c.Do(t, "LRANGE", k, "0", "-1")
+		case "zset":
+			val = c.Do(t, "ZRANGE", k, "0", "-1", "WITHSCORES")
+		case "set":
+			val = c.Do(t, "SORT", k, "ALPHA")
+		default:
+			val = c.Do(t, "GET", k)
 		}
 		out = append(out, k+" "+typ+" "+val+" "+c.Do(t, "PTTL", k))
 	}
@@ -150,7 +172,8 @@ func TestAcceleratedScriptsMatchInterpreterAndRedis(t *testing.T) {
 		key := accelKeys[r.IntN(len(accelKeys))]
 		switch r.IntN(60) {
 		case 0:
-			setup := [][]string{{"DEL", key}, {"DEL", key}, {"SET", key, pick(r, "notanumber", "0.5", "7", "")}, {"HSET", key, "f", "v"}}[r.IntN(4)]
+			setup := [][]string{{"DEL", key}, {"DEL", key}, {"SET", key, pick(r, "notanumber", "0.5", "7", "")},
+				{"HSET", key, "f", "v"}, {"RPUSH", key, pick(r, "5", "x", "1e3"), "0"}}[r.IntN(5)]
 			both(setup...)
 			if step < withRedis {
 				rc.Do(t, setup...)
@@ -169,7 +192,7 @@ func TestAcceleratedScriptsMatchInterpreterAndRedis(t *testing.T) {
 		s := accelScripts[si]
 		key = accelKey(r, s.name)
 		counts[s.name]++
-		args := s.args(r, step < withRedis)
+		args := s.args(r, step < withRedis, now)
 		cmd := append([]string{"EVAL", bodies[si], "1", key}, args...)
 		got, _ := both(cmd...)
 		if step >= withRedis {
@@ -190,8 +213,10 @@ func TestAcceleratedScriptsMatchInterpreterAndRedis(t *testing.T) {
 		t.Fatalf("state: native %q\n interpreter %q", ns, is)
 	}
 	info := nc.Do(t, "INFO", "scripting")
-	if !strings.Contains(info, "script_runs_native:") || strings.Contains(info, "script_runs_native:0\r") {
-		t.Fatalf("the native path never ran: %q", info)
+	for _, s := range accelScripts {
+		if !strings.Contains(info, "script_native_"+s.stat+":runs=") || strings.Contains(info, "script_native_"+s.stat+":runs=0,") {
+			t.Fatalf("%s never ran natively: %q", s.name, info)
+		}
 	}
 	if strings.Contains(ic.Do(t, "INFO", "scripting"), "script_runs_native:") && !strings.Contains(ic.Do(t, "INFO", "scripting"), "script_runs_native:0\r") {
 		t.Fatal("the interpreter's server ran scripts natively")
@@ -208,10 +233,12 @@ func TestAcceleratedStateMatchesRedis(t *testing.T) {
 	rc := sluicetest.DialRaw(t, rd.Network, rd.Addr)
 	r := rand.New(rand.NewPCG(5, 5))
 	for range 300 {
-		si := 1 + r.IntN(2) // the scripts on Redis's own clock
-		s := accelScripts[si]
+		s := accelScripts[r.IntN(len(accelScripts))]
+		if s.time {
+			continue // on Redis's own clock
+		}
 		key := accelKey(r, s.name)
-		args := s.args(r, true)
+		args := s.args(r, true, time.Now().UnixMilli())
 		cmd := append([]string{"EVAL", accelBody(t, s.file), "1", key}, args...)
 		got, want := nc.Do(t, cmd...), rc.Do(t, cmd...)
 		if !sameUpToTTL(got, want, s.ttlLine) {

@@ -62,6 +62,7 @@ func NewScripts(log *slog.Logger) *Scripts {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Scripts{lua: script.New(script.Config{}), log: log, running: map[*scriptRun]struct{}{}}
+	s.accel.counts = make([]scriptCounts, len(knownScripts))
 	s.busy.Store(int64(DefaultBusyThreshold))
 	return s
 }
@@ -106,10 +107,12 @@ func (s *Scripts) RunScript(r *engine.ScriptRun) engine.Reply {
 			sr.run = nil
 			if done {
 				s.accel.native.Add(1)
+				s.accel.counts[n.idx].native.Add(1)
 				s.runs.Put(sr)
 				return rep
 			}
 			s.accel.fallback.Add(1)
+			s.accel.counts[n.idx].fallback.Add(1)
 		}
 	}
 	s.accel.lua.Add(1)
@@ -207,12 +210,12 @@ func (s *Scripts) infoLines() []string {
 	if s.accel.off.Load() {
 		on = "no"
 	}
-	return []string{
+	return append([]string{
 		"script_acceleration:" + on,
 		"script_runs_native:" + strconv.FormatInt(s.accel.native.Load(), 10),
 		"script_runs_native_fallback:" + strconv.FormatInt(s.accel.fallback.Load(), 10),
 		"script_runs_interpreted:" + strconv.FormatInt(s.accel.lua.Load(), 10),
-	}
+	}, s.accel.statLines()...)
 }
 
 // Host: what the interpreter calls back.

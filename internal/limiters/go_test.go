@@ -23,12 +23,12 @@ import (
 type goScenario func(ctx context.Context, t *testing.T, lib, plain *redis.Client, tr *transcript)
 
 // runGo runs a scenario against Redis, then Sluice, and returns both
-// transcripts (normalized), the Redis one first. The hook's record of the
+// transcripts (normalized), the Redis one first; native as differential's. The hook's record of the
 // commands the library sent, with each reply's error or, for scripts, the
 // reply's shape, is the transcript's last step ("wire").
-func runGo(t *testing.T, scenario goScenario) (redisTr, sluiceTr []any) {
+func runGo(t *testing.T, native []string, scenario goScenario) (redisTr, sluiceTr []any) {
 	t.Helper()
-	return differential(t, func(e endpoint) []any {
+	return differential(t, native, func(e endpoint) []any {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		opts := func() *redis.Options {
@@ -175,7 +175,7 @@ func readBack(ctx context.Context, plain *redis.Client, tr *transcript, name, ke
 // 3.1e8 s after its 2017 epoch, where doubles step by 2^-24 s), so
 // remaining counts do not depend on the microsecond.
 func TestRedisRate(t *testing.T) {
-	redisTr, sluiceTr := runGo(t, func(ctx context.Context, t *testing.T, lib, plain *redis.Client, tr *transcript) {
+	redisTr, sluiceTr := runGo(t, []string{"redis_rate_allown"}, func(ctx context.Context, t *testing.T, lib, plain *redis.Client, tr *transcript) {
 		lim := redis_rate.NewLimiter(lib)
 		rec := func(name string, res *redis_rate.Result, err error) {
 			if err != nil {
@@ -252,7 +252,7 @@ func TestRedisRate(t *testing.T) {
 // scripts loaded with SCRIPT LOAD when the store is made, run with
 // EVALSHA (INCRBY, PEXPIRE on the first hit, PTTL), DEL for Reset.
 func TestUluleLimiter(t *testing.T) {
-	redisTr, sluiceTr := runGo(t, func(ctx context.Context, t *testing.T, lib, plain *redis.Client, tr *transcript) {
+	redisTr, sluiceTr := runGo(t, nil, func(ctx context.Context, t *testing.T, lib, plain *redis.Client, tr *transcript) {
 		store, err := ulredis.NewStoreWithOptions(lib, limiter.StoreOptions{Prefix: "limiter"})
 		tr.add("new store", "err", errText(err))
 		if err != nil {
@@ -322,7 +322,7 @@ func TestUluleLimiter(t *testing.T) {
 // key, a compare-and-swap script with SETEX for an old one, whose missing
 // key is an error reply the store recognises by its text).
 func TestThrottled(t *testing.T) {
-	redisTr, sluiceTr := runGo(t, func(ctx context.Context, t *testing.T, lib, plain *redis.Client, tr *transcript) {
+	redisTr, sluiceTr := runGo(t, nil, func(ctx context.Context, t *testing.T, lib, plain *redis.Client, tr *transcript) {
 		store, err := goredisstore.NewCtx(lib, "throttled:")
 		if err != nil {
 			t.Fatal(err)

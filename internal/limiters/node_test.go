@@ -3,12 +3,13 @@ package limiters
 import "testing"
 
 // runNode runs a Node.js scenario (internal/clients/node/limiters) against
-// Redis, then Sluice, and returns both transcripts, Redis's first.
-func runNode(t *testing.T, script string, args ...string) (redisTr, sluiceTr []any) {
+// Redis, then Sluice, and returns both transcripts, Redis's first; native
+// as differential's.
+func runNode(t *testing.T, native []string, script string, args ...string) (redisTr, sluiceTr []any) {
 	t.Helper()
 	node := nodeLimiters(t, "ioredis", "redis", "rate-limiter-flexible", "express", "express-rate-limit",
 		"rate-limit-redis", "fastify", "@fastify/rate-limit")
-	return differential(t, func(e endpoint) []any {
+	return differential(t, native, func(e endpoint) []any {
 		return runProgram(t, e, node, append([]string{"../clients/node/limiters/" + script, e.addr}, args...)...)
 	})
 }
@@ -20,7 +21,7 @@ func runNode(t *testing.T, script string, args ...string) (redisTr, sluiceTr []a
 func TestRateLimiterFlexible(t *testing.T) {
 	for _, client := range []string{"ioredis", "node-redis"} {
 		t.Run(client, func(t *testing.T) {
-			redisTr, sluiceTr := runNode(t, "flexible.mjs", client)
+			redisTr, sluiceTr := runNode(t, []string{"rlflex_incrttl"}, "flexible.mjs", client)
 			noErrors(t, redisTr)
 			expect(t, redisTr, map[string]any{
 				"consume alice 1/remaining": 4, "consume alice 1/first": true, "consume alice 5/settled": "resolved",
@@ -46,7 +47,7 @@ func TestRateLimiterFlexible(t *testing.T) {
 // The store's scripts: PTTL, then SET PX for a new window or INCR; GET and
 // PTTL to read.
 func TestExpressRateLimit(t *testing.T) {
-	redisTr, sluiceTr := runNode(t, "express.mjs")
+	redisTr, sluiceTr := runNode(t, []string{"rate_limit_redis_increment"}, "express.mjs")
 	noErrors(t, redisTr)
 	expect(t, redisTr, map[string]any{
 		"GET alice 1/status": 200, "GET alice 1/remaining": 2, "GET alice 3/status": 200, "GET alice 3/remaining": 0,
@@ -69,7 +70,7 @@ func TestExpressRateLimit(t *testing.T) {
 // continueExceeding, exponentialBackoff (a float PEXPIRE argument), ban,
 // and the store's read.
 func TestFastifyRateLimit(t *testing.T) {
-	redisTr, sluiceTr := runNode(t, "fastify.mjs")
+	redisTr, sluiceTr := runNode(t, nil, "fastify.mjs")
 	noErrors(t, redisTr)
 	expect(t, redisTr, map[string]any{
 		"status alice before/body": map[string]any{"remaining": 3, "exceeded": false, "ttl_ms": 0, "ttl_s": 0},

@@ -9,7 +9,7 @@ import "testing"
 // DEL); redis-py runs scripts with EVALSHA, loading them on NOSCRIPT.
 func TestPythonLimits(t *testing.T) {
 	py := pythonLimits(t)
-	redisTr, sluiceTr := differential(t, func(e endpoint) []any {
+	redisTr, sluiceTr := differential(t, nil, func(e endpoint) []any {
 		return runProgram(t, e, py, "../clients/python/limits_scenario.py", e.addr)
 	})
 	noErrors(t, redisTr)

@@ -25,15 +25,39 @@ import (
 // library needs besides scripting (the commands it sends and its scripts
 // call, with the very arguments they made) is shown to work in Sluice on
 // its own.
-func differential(t *testing.T, run func(e endpoint) []any) (redisTr, sluiceTr []any) {
+//
+// native names the library's scripts that Sluice accelerates (INFO's
+// script_native_<name>): each must have run natively at least once, which
+// shows that the text the installed library sends is the registered one.
+func differential(t *testing.T, native []string, run func(e endpoint) []any) (redisTr, sluiceTr []any) {
 	t.Helper()
 	eps := endpoints(t)
 	mon := startMonitor(t, eps[0])
 	redisTr = run(eps[0])
 	cmds := mon.stop(t)
 	sluiceTr = run(eps[1])
+	if eps[1].name == "sluice" {
+		ranNatively(t, eps[1], native)
+	}
 	t.Run("replay", func(t *testing.T) { replay(t, cmds) })
 	return redisTr, sluiceTr
+}
+
+// ranNatively requires each of the named accelerated scripts to have run
+// natively on e.
+func ranNatively(t *testing.T, e endpoint, names []string) {
+	t.Helper()
+	info := sluicetest.DialRaw(t, e.network, e.addr).Do(t, "INFO", "scripting")
+	for _, name := range names {
+		_, rest, ok := strings.Cut(info, "script_native_"+name+":runs=")
+		if !ok {
+			t.Errorf("Sluice knows no accelerated script %q: %q", name, info)
+			continue
+		}
+		if runs, _, _ := strings.Cut(rest, ","); runs == "0" {
+			t.Errorf("the library's %s script never ran natively: the installed library sends another text than the registered one (%q)", name, info)
+		}
+	}
 }
 
 // monitor reads a redis-server's MONITOR feed.
