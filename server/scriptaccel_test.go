@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -28,64 +27,14 @@ import (
 // to Redis's copy of a script that reads it (the same text, with the call
 // replaced by the frozen time), and TTLs match within a margin.
 
-type accelScript struct {
-	name, file string
-	stat       string // its INFO line's name (script_native_<stat>)
-	time       bool   // reads TIME
-	ttlLine    int    // the line of its reply that is a TTL, or -1
-	// args draws arguments; long keeps every expiry far beyond the run
-	// (for the comparison with Redis, whose clock runs); now is the
-	// servers' clock in milliseconds, for scripts given the client's time.
-	args func(r *rand.Rand, long bool, now int64) []string
-}
-
-var accelScripts = []accelScript{
-	{"redis_rate", "redis_rate_allown.lua", "redis_rate_allown", true, -1, func(r *rand.Rand, long bool, _ int64) []string {
-		if r.IntN(12) == 0 {
-			return []string{pick(r, "x", "0", "-1", " 5", "1e3", "0x10"), "10", "1", "1"}
-		}
-		if long {
-			return []string{strconv.Itoa(1 + r.IntN(20)), strconv.Itoa(1 + r.IntN(20)), pick(r, "60", "3600"), strconv.Itoa(1 + r.IntN(5))}
-		}
-		return []string{strconv.Itoa(1 + r.IntN(20)), strconv.Itoa(1 + r.IntN(20)), pick(r, "1", "60", "0.5", "3600"), strconv.Itoa(r.IntN(6))}
-	}},
-	{"rlflex", "rlflex_incr_ttl.lua", "rlflex_incrttl", false, 2, func(r *rand.Rand, long bool, _ int64) []string {
-		if r.IntN(12) == 0 {
-			return []string{pick(r, "x", "1.5", "-2", "01"), pick(r, "0", "abc", "50", "-1")}
-		}
-		if long {
-			return []string{strconv.Itoa(1 + r.IntN(5)), strconv.Itoa(30 + r.IntN(10))}
-		}
-		return []string{strconv.Itoa(1 + r.IntN(5)), strconv.Itoa(1 + r.IntN(10))}
-	}},
-	{"rate_limit_redis", "rate_limit_redis_increment.lua", "rate_limit_redis_increment", false, 2, func(r *rand.Rand, long bool, _ int64) []string {
-		if r.IntN(12) == 0 {
-			return []string{pick(r, "0", "x", "1.5", "-5", "")}
-		}
-		if long {
-			return []string{strconv.Itoa(1000 * (30 + r.IntN(5)))}
-		}
-		return []string{strconv.Itoa(1000 * (1 + r.IntN(5)))}
-	}},
-}
+var accelScripts = difftest.AccelScripts
 
 func shaOf(body string) string {
 	sum := sha1.Sum([]byte(body))
 	return hex.EncodeToString(sum[:])
 }
 
-func pick(r *rand.Rand, xs ...string) string { return xs[r.IntN(len(xs))] }
-
-// accelBody is a library script's text from sluice-bench's copies
-// (bench/scripts, checked against the libraries' own bytes there).
-func accelBody(t testing.TB, file string) string {
-	b, err := os.ReadFile("../bench/scripts/" + file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, body, _ := strings.Cut(string(b), "-- sluice-bench: end of header\n")
-	return body
-}
+var pick = difftest.PickR
 
 // accelShared are keys every script and the setups use (so that scripts
 // meet each other's values and other types); accelKeys adds each script's
@@ -95,7 +44,7 @@ var accelShared = []string{"shared", "other"}
 var accelKeys = func() []string {
 	var keys []string
 	for _, s := range accelScripts {
-		keys = append(keys, s.name+":0", s.name+":1")
+		keys = append(keys, s.Name+":0", s.Name+":1")
 	}
 	return append(keys, accelShared...)
 }()
@@ -151,10 +100,10 @@ func TestAcceleratedScriptsMatchInterpreterAndRedis(t *testing.T) {
 	bodies := make([]string, len(accelScripts))
 	redisBodies := make([]string, len(accelScripts))
 	for i, s := range accelScripts {
-		bodies[i] = accelBody(t, s.file)
+		bodies[i] = difftest.AccelBody(t, s)
 		redisBodies[i] = strings.Replace(bodies[i], `redis.call("TIME")`, `{ARGV[#ARGV - 1], ARGV[#ARGV]}`, 1)
-		if s.time && redisBodies[i] == bodies[i] {
-			t.Fatalf("%s: no TIME call to replace", s.name)
+		if s.Time && redisBodies[i] == bodies[i] {
+			t.Fatalf("%s: no TIME call to replace", s.Name)
 		}
 	}
 	// With Redis in the comparison, the clock stands still (Redis's runs);
@@ -190,22 +139,22 @@ func TestAcceleratedScriptsMatchInterpreterAndRedis(t *testing.T) {
 		}
 		si := r.IntN(len(accelScripts))
 		s := accelScripts[si]
-		key = accelKey(r, s.name)
-		counts[s.name]++
-		args := s.args(r, step < withRedis, now)
+		key = accelKey(r, s.Name)
+		counts[s.Name]++
+		args := s.Args(r, step < withRedis, now)
 		cmd := append([]string{"EVAL", bodies[si], "1", key}, args...)
 		got, _ := both(cmd...)
 		if step >= withRedis {
 			continue
 		}
 		rargs := append([]string{"EVAL", redisBodies[si], "1", key}, args...)
-		if s.time {
+		if s.Time {
 			rargs = append(rargs, strconv.FormatInt(now/1000, 10), strconv.FormatInt(now%1000*1000, 10))
 		}
 		// Redis ran a copy with TIME given: its errors name that copy.
 		want := strings.ReplaceAll(rc.Do(t, rargs...), shaOf(redisBodies[si]), shaOf(bodies[si]))
-		if !sameUpToTTL(got, want, s.ttlLine) {
-			t.Fatalf("step %d %s %q on %s: sluice %q, redis %q", step, s.name, args, key, got, want)
+		if !sameUpToTTL(got, want, s.TTLLine) {
+			t.Fatalf("step %d %s %q on %s: sluice %q, redis %q", step, s.Name, args, key, got, want)
 		}
 	}
 	ns, is := accelState(t, nc), accelState(t, ic)
@@ -214,8 +163,8 @@ func TestAcceleratedScriptsMatchInterpreterAndRedis(t *testing.T) {
 	}
 	info := nc.Do(t, "INFO", "scripting")
 	for _, s := range accelScripts {
-		if !strings.Contains(info, "script_native_"+s.stat+":runs=") || strings.Contains(info, "script_native_"+s.stat+":runs=0,") {
-			t.Fatalf("%s never ran natively: %q", s.name, info)
+		if !strings.Contains(info, "script_native_"+s.Stat+":runs=") || strings.Contains(info, "script_native_"+s.Stat+":runs=0,") {
+			t.Fatalf("%s never ran natively: %q", s.Name, info)
 		}
 	}
 	if strings.Contains(ic.Do(t, "INFO", "scripting"), "script_runs_native:") && !strings.Contains(ic.Do(t, "INFO", "scripting"), "script_runs_native:0\r") {
@@ -234,15 +183,15 @@ func TestAcceleratedStateMatchesRedis(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 5))
 	for range 300 {
 		s := accelScripts[r.IntN(len(accelScripts))]
-		if s.time {
+		if s.Time {
 			continue // on Redis's own clock
 		}
-		key := accelKey(r, s.name)
-		args := s.args(r, true, time.Now().UnixMilli())
-		cmd := append([]string{"EVAL", accelBody(t, s.file), "1", key}, args...)
+		key := accelKey(r, s.Name)
+		args := s.Args(r, true, time.Now().UnixMilli())
+		cmd := append([]string{"EVAL", difftest.AccelBody(t, s), "1", key}, args...)
 		got, want := nc.Do(t, cmd...), rc.Do(t, cmd...)
-		if !sameUpToTTL(got, want, s.ttlLine) {
-			t.Fatalf("%s %q: sluice %q, redis %q", s.name, args, got, want)
+		if !sameUpToTTL(got, want, s.TTLLine) {
+			t.Fatalf("%s %q: sluice %q, redis %q", s.Name, args, got, want)
 		}
 	}
 	for i, k := range accelKeys {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/difftest"
 	"github.com/sluicehq/sluice/internal/sluicetest"
 	"github.com/sluicehq/sluice/server"
 )
@@ -17,8 +18,8 @@ import (
 // shows what the scripting path costs: a trivial script, and go-redis/
 // redis_rate's GCRA script as sluice-bench sends it.
 func BenchmarkEvalSHA(b *testing.B) {
-	gcra := accelBody(b, "redis_rate_allown.lua")
-	rlr := accelBody(b, "rate_limit_redis_increment.lua")
+	gcra := difftest.AccelBody(b, difftest.AccelScript{File: "redis_rate_allown.lua"})
+	rlr := difftest.AccelBody(b, difftest.AccelScript{File: "rate_limit_redis_increment.lua"})
 	for _, bc := range []struct {
 		name, body string
 		args       []string
