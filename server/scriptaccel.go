@@ -42,6 +42,8 @@ var knownScripts = []*nativeScript{
 	{sha: "a1de965f42e177aa339706bd580f049065eca79a", name: "rate-limiter-flexible incrTtl", stat: "rlflex_incrttl", run: rlflexIncrTTL},
 	// rate-limit-redis 6.0.1, increment.
 	{sha: "895b92e1712734e1b464999be23953485475357b", name: "rate-limit-redis increment", stat: "rate_limit_redis_increment", run: rateLimitRedisIncrement},
+	// go-redis/redis_rate v10 (v10.0.1), allowAtMost.
+	{sha: "054143318f521948424aa25df61d7f7ba835a9d7", name: "go-redis/redis_rate allowAtMost", stat: "redis_rate_allowatmost", run: redisRateAllowAtMost},
 }
 
 // knownBySHA indexes knownScripts.
@@ -184,30 +186,31 @@ func strItem(f float64) engine.Reply {
 	return engine.Reply{Kind: engine.ReplyBulk, Str: script.NumberString(f)}
 }
 
-// redisRateAllowN is go-redis/redis_rate's GCRA: the TAT is a Lua float
-// in a string, SET with EX of the whole seconds left.
-func redisRateAllowN(sr *scriptRun) (engine.Reply, bool) {
-	r := sr.run
+// redisRateArgs reads redis_rate's burst, rate, period and cost, as the
+// scripts' arithmetic coerces them, and the emission interval.
+func redisRateArgs(r *engine.ScriptRun) (burst, emission, cost float64, ok bool) {
 	if len(r.Keys) < 1 || len(r.Args) < 4 {
-		return engine.Reply{}, false
+		return 0, 0, 0, false
 	}
 	burst, ok1 := luaDecimal(r.Args[0])
 	rate, ok2 := luaDecimal(r.Args[1])
 	period, ok3 := luaDecimal(r.Args[2])
 	cost, ok4 := luaDecimal(r.Args[3])
 	if !ok1 || !ok2 || !ok3 || !ok4 || rate <= 0 || period <= 0 {
-		return engine.Reply{}, false
+		return 0, 0, 0, false
 	}
-	// float64() keeps each product rounded on its own, as Lua's are
-	// (no fused multiply-add).
-	emission := float64(period / rate)
-	increment := float64(emission * cost)
-	burstOffset := float64(emission * burst)
+	return burst, period / rate, cost, true
+}
+
+// redisRateTAT is the scripts' now (TIME, in seconds since 2017 as a
+// float: (now[1] - jan_1_2017) + (now[2] / 1000000)) and the stored TAT
+// (now when there is none), or false when the stored value is not a
+// plain number.
+func redisRateTAT(sr *scriptRun, key []byte) (now, tat float64, ok bool) {
 	const jan1st2017 = 1483228800
-	now := float64(r.Now/1e9-jan1st2017) + float64(r.Now%1e9/1e3)/1000000
-	key := r.Keys[0]
+	r := sr.run
+	now = float64(r.Now/1e9-jan1st2017) + float64(r.Now%1e9/1e3)/1000000
 	stored := sr.call([]byte("GET"), key)
-	var tat float64
 	switch stored.Kind {
 	case engine.ReplyNil:
 		tat = now
@@ -216,16 +219,41 @@ func redisRateAllowN(sr *scriptRun) (engine.Reply, bool) {
 		if v == nil {
 			v = []byte(stored.Str)
 		}
-		f, ok := luaDecimal(v)
-		if !ok {
-			return engine.Reply{}, false
+		if tat, ok = luaDecimal(v); !ok {
+			return 0, 0, false
 		}
-		tat = f
 	default:
-		return engine.Reply{}, false
+		return 0, 0, false
 	}
 	if now > tat { // math.max(tat, now)
 		tat = now
+	}
+	return now, tat, true
+}
+
+// redisRateSet stores the new TAT as the scripts do: SET with EX of the
+// whole seconds left, rounded up. false: the SET failed (EX out of range),
+// and, being the only write, changed nothing.
+func redisRateSet(sr *scriptRun, key []byte, newTat, resetAfter float64) bool {
+	set := sr.call([]byte("SET"), key, script.AppendCallArg(nil, newTat), []byte("EX"), script.AppendCallArg(nil, math.Ceil(resetAfter)))
+	return set.Kind != engine.ReplyError
+}
+
+// redisRateAllowN is go-redis/redis_rate's GCRA: the TAT is a Lua float
+// in a string, SET with EX of the whole seconds left.
+func redisRateAllowN(sr *scriptRun) (engine.Reply, bool) {
+	burst, emission, cost, ok := redisRateArgs(sr.run)
+	if !ok {
+		return engine.Reply{}, false
+	}
+	// float64() keeps each product rounded on its own, as Lua's are
+	// (no fused multiply-add).
+	increment := float64(emission * cost)
+	burstOffset := float64(emission * burst)
+	key := sr.run.Keys[0]
+	now, tat, ok := redisRateTAT(sr, key)
+	if !ok {
+		return engine.Reply{}, false
 	}
 	newTat := tat + increment
 	allowAt := newTat - burstOffset
@@ -236,11 +264,41 @@ func redisRateAllowN(sr *scriptRun) (engine.Reply, bool) {
 			intItem(0), intItem(0), strItem(diff * -1), strItem(tat - now)}}, true
 	}
 	resetAfter := newTat - now
-	if resetAfter > 0 {
-		set := sr.call([]byte("SET"), key, script.AppendCallArg(nil, newTat), []byte("EX"), script.AppendCallArg(nil, math.Ceil(resetAfter)))
-		if set.Kind == engine.ReplyError {
-			return engine.Reply{}, false // the only write failed: nothing changed
-		}
+	if resetAfter > 0 && !redisRateSet(sr, key, newTat, resetAfter) {
+		return engine.Reply{}, false
+	}
+	return engine.Reply{Kind: engine.ReplyArray, Items: []engine.Reply{
+		numItem(cost), numItem(remaining), strItem(-1), strItem(resetAfter)}}, true
+}
+
+// redisRateAllowAtMost is redis_rate's AllowAtMost: GCRA that grants what
+// is left when less than cost is, at least one.
+func redisRateAllowAtMost(sr *scriptRun) (engine.Reply, bool) {
+	burst, emission, cost, ok := redisRateArgs(sr.run)
+	if !ok {
+		return engine.Reply{}, false
+	}
+	burstOffset := float64(emission * burst)
+	key := sr.run.Keys[0]
+	now, tat, ok := redisRateTAT(sr, key)
+	if !ok {
+		return engine.Reply{}, false
+	}
+	diff := now - (tat - burstOffset)
+	remaining := diff / emission
+	if remaining < 1 {
+		return engine.Reply{Kind: engine.ReplyArray, Items: []engine.Reply{
+			intItem(0), intItem(0), strItem(emission - diff), strItem(tat - now)}}, true
+	}
+	if remaining < cost {
+		cost, remaining = remaining, 0
+	} else {
+		remaining -= cost
+	}
+	newTat := tat + float64(emission*cost)
+	resetAfter := newTat - now
+	if resetAfter > 0 && !redisRateSet(sr, key, newTat, resetAfter) {
+		return engine.Reply{}, false
 	}
 	return engine.Reply{Kind: engine.ReplyArray, Items: []engine.Reply{
 		numItem(cost), numItem(remaining), strItem(-1), strItem(resetAfter)}}, true

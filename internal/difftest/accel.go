@@ -62,6 +62,17 @@ var AccelScripts = []AccelScript{
 		}
 		return []string{strconv.Itoa(1000 * (1 + r.IntN(5)))}
 	}},
+	{"redis_rate_atmost", "redis_rate_allowatmost.lua", "redis_rate_allowatmost", true, -1, func(r *rand.Rand, long bool, _ int64) []string {
+		if r.IntN(12) == 0 {
+			return []string{"10", PickR(r, "x", "0", "-1", " 5", "0x10", ""), "1", PickR(r, "1", "x", " 2")}
+		}
+		period := PickR(r, "1", "60", "0.5", "3600", "0.001")
+		if long {
+			period = PickR(r, "60", "3600")
+		}
+		// Costs beyond what is left take what is left.
+		return []string{strconv.Itoa(1 + r.IntN(20)), strconv.Itoa(1 + r.IntN(20)), period, PickR(r, strconv.Itoa(r.IntN(30)), "2.5", "-1")}
+	}},
 }
 
 // PickR is one of xs, drawn from r.

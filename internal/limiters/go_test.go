@@ -175,7 +175,7 @@ func readBack(ctx context.Context, plain *redis.Client, tr *transcript, name, ke
 // 3.1e8 s after its 2017 epoch, where doubles step by 2^-24 s), so
 // remaining counts do not depend on the microsecond.
 func TestRedisRate(t *testing.T) {
-	redisTr, sluiceTr := runGo(t, []string{"redis_rate_allown"}, func(ctx context.Context, t *testing.T, lib, plain *redis.Client, tr *transcript) {
+	redisTr, sluiceTr := runGo(t, []string{"redis_rate_allown", "redis_rate_allowatmost"}, func(ctx context.Context, t *testing.T, lib, plain *redis.Client, tr *transcript) {
 		lim := redis_rate.NewLimiter(lib)
 		rec := func(name string, res *redis_rate.Result, err error) {
 			if err != nil {
