@@ -73,6 +73,10 @@
 //	                  on NOSCRIPT the same call as eval (go-redis Script.Run).
 //	                  Reply {allowed, remaining, retry_after, reset_after}:
 //	                  allowed 0 is refused.
+//	redis-rate-atmost redis_rate's allowAtMost, as AllowAtMost(ctx, key,
+//	                  PerSecond(limit), cost) sends it: the same arguments
+//	                  and NOSCRIPT handling as redis-rate. Allowed is what
+//	                  was granted, up to the cost; 0 is refused.
 //	rlflex            rate-limiter-flexible 11.4.0 RateLimiterRedis.consume
 //	                  over ioredis: eval on a connection's first call, then
 //	                  evalsha SHA 1 rlflx:KEY cost floor(period) limit period;

@@ -26,6 +26,8 @@ import (
 var (
 	//go:embed scripts/redis_rate_allown.lua
 	redisRateFile string
+	//go:embed scripts/redis_rate_allowatmost.lua
+	redisRateAtMostFile string
 	//go:embed scripts/rlflex_incr_ttl.lua
 	rlflexFile string
 	//go:embed scripts/rate_limit_redis_increment.lua
@@ -97,6 +99,15 @@ var (
 		args:       redisRateArgs,
 		decide:     redisRateDecide,
 	}
+	redisRateAtMostLib = &libScript{
+		source:    "go-redis/redis_rate v10.0.1 AllowAtMost",
+		body:      scriptBody(redisRateAtMostFile),
+		keyPrefix: "rate:",
+		eval:      "eval", evalsha: "evalsha",
+		onNoScript: resendEval,
+		args:       redisRateArgs,
+		decide:     redisRateAtMostDecide,
+	}
 	rlflexLib = &libScript{
 		source:    "rate-limiter-flexible 11.4.0 RateLimiterRedis (ioredis)",
 		body:      scriptBody(rlflexFile),
@@ -120,7 +131,7 @@ var (
 )
 
 func init() {
-	for _, l := range []*libScript{redisRateLib, rlflexLib, rateLimitRedisLib} {
+	for _, l := range []*libScript{redisRateLib, redisRateAtMostLib, rlflexLib, rateLimitRedisLib} {
 		l.sha = sha1Hex(l.body)
 	}
 }
@@ -244,6 +255,30 @@ func redisRateDecide(resp redcon.RESP, lim Limit, check bool) (outcome, string) 
 		if allowed == 0 && lim.Cost > 0 && (remaining != 0 || !(retry > 0)) {
 			return badShape("redis-rate", "refused with remaining > 0 or retry_after <= 0", resp)
 		}
+	}
+	if allowed > 0 {
+		return outAllowed, ""
+	}
+	return outLimited, ""
+}
+
+// redisRateAtMostDecide: AllowAtMost's reply is allowN's, except that
+// allowed is what was granted, between 1 and the cost, when admitted.
+func redisRateAtMostDecide(resp redcon.RESP, lim Limit, check bool) (outcome, string) {
+	if resp.Type == redcon.Error {
+		return outError, string(resp.Data)
+	}
+	var buf [4]redcon.RESP
+	e, ok := elems(resp, 4, buf[:])
+	if !ok {
+		return badShape("redis-rate-atmost", "is not an array of 4", resp)
+	}
+	allowed, ok := respInt(e[0])
+	if !ok || allowed < 0 || allowed > max(lim.Cost, 1) {
+		return badShape("redis-rate-atmost", "allowed is not in [0, cost]", resp)
+	}
+	if check && (e[2].Type != redcon.Bulk || e[3].Type != redcon.Bulk) {
+		return badShape("redis-rate-atmost", "retry_after and reset_after are not strings", resp)
 	}
 	if allowed > 0 {
 		return outAllowed, ""

@@ -17,7 +17,7 @@ import (
 	"github.com/sluicehq/sluice/internal/sluicetest"
 )
 
-var libModes = []string{"redis-rate", "rlflex", "rate-limit-redis"}
+var libModes = []string{"redis-rate", "redis-rate-atmost", "rlflex", "rate-limit-redis"}
 
 // The SHA1 of each script as the library computes it from its own source
 // (go-redis NewScript, ioredis Script, and what Redis answered to
@@ -294,9 +294,10 @@ func TestLibDecideRejectsBadShapes(t *testing.T) {
 		return r
 	}
 	good := map[string][]string{
-		"redis-rate":       {"*4\r\n:1\r\n:99\r\n$2\r\n-1\r\n$4\r\n0.01\r\n", "*4\r\n:0\r\n:0\r\n$4\r\n0.25\r\n$3\r\n1.5\r\n"},
-		"rlflex":           {"*2\r\n:1\r\n:1000\r\n", "*2\r\n:101\r\n:3\r\n"},
-		"rate-limit-redis": {"*2\r\n:1\r\n:1000\r\n", "*2\r\n:101\r\n:999\r\n"},
+		"redis-rate":        {"*4\r\n:1\r\n:99\r\n$2\r\n-1\r\n$4\r\n0.01\r\n", "*4\r\n:0\r\n:0\r\n$4\r\n0.25\r\n$3\r\n1.5\r\n"},
+		"redis-rate-atmost": {"*4\r\n:1\r\n:0\r\n$2\r\n-1\r\n$4\r\n0.01\r\n", "*4\r\n:0\r\n:0\r\n$4\r\n0.25\r\n$3\r\n1.5\r\n"},
+		"rlflex":            {"*2\r\n:1\r\n:1000\r\n", "*2\r\n:101\r\n:3\r\n"},
+		"rate-limit-redis":  {"*2\r\n:1\r\n:1000\r\n", "*2\r\n:101\r\n:999\r\n"},
 	}
 	bad := map[string][]string{
 		"redis-rate": {
@@ -307,6 +308,11 @@ func TestLibDecideRejectsBadShapes(t *testing.T) {
 			"*4\r\n:1\r\n:101\r\n$2\r\n-1\r\n$4\r\n0.01\r\n",     // remaining above the burst
 			"*4\r\n:1\r\n:99\r\n$2\r\n-1\r\n$3\r\nnan\r\n",       // reset_after NaN
 			"*3\r\n:1\r\n:99\r\n$2\r\n-1\r\n",                    // three fields
+			"*4\r\n$1\r\n1\r\n:99\r\n$2\r\n-1\r\n$4\r\n0.01\r\n", // allowed as a string
+		},
+		"redis-rate-atmost": {
+			"*4\r\n:2\r\n:99\r\n$2\r\n-1\r\n$4\r\n0.01\r\n",      // more granted than the cost
+			"*4\r\n:1\r\n:99\r\n:-1\r\n$4\r\n0.01\r\n",           // retry_after not a string
 			"*4\r\n$1\r\n1\r\n:99\r\n$2\r\n-1\r\n$4\r\n0.01\r\n", // allowed as a string
 		},
 		"rlflex":           {"*2\r\n:0\r\n:1000\r\n", "*2\r\n:1\r\n:1001\r\n", "*2\r\n:1\r\n:-1\r\n", "*1\r\n:1\r\n", "*2\r\n$1\r\n1\r\n:1\r\n"},
@@ -356,9 +362,11 @@ type libExact struct {
 var libExactRuns = map[string]libExact{
 	// Rate 10 per hour, burst 10, cost 3: room for 3 calls of 3 (the 4th
 	// would need 12 units of 10), the TAT left as a float.
-	"redis-rate":       {Limit{Count: 10, Period: 3600, Cost: 3}, 3, -1},
-	"rlflex":           {Limit{Count: 10, Period: 3600}, 10, 50}, // every call counts, refused or not
-	"rate-limit-redis": {Limit{Count: 10, Period: 3600}, 10, 50},
+	"redis-rate": {Limit{Count: 10, Period: 3600, Cost: 3}, 3, -1},
+	// The same, granting what is left: 3, 3, 3, then the last 1.
+	"redis-rate-atmost": {Limit{Count: 10, Period: 3600, Cost: 3}, 4, -1},
+	"rlflex":            {Limit{Count: 10, Period: 3600}, 10, 50}, // every call counts, refused or not
+	"rate-limit-redis":  {Limit{Count: 10, Period: 3600}, 10, 50},
 }
 
 // The library modes run on both servers without an error reply, count one

@@ -142,6 +142,7 @@ var modes = []mode{
 	{name: "list-recent", family: "list-recent", native: KindAny, command: "LPUSH+LTRIM+LINDEX", keyed: true, args: noArgs, pattern: listRecentPattern},
 	// Limiter libraries' own scripts, the same bytes on both servers.
 	{name: "redis-rate", family: "redis-rate", native: KindAny, command: "redis_rate allowN", keyed: true, decision: true, args: noArgs, lib: redisRateLib},
+	{name: "redis-rate-atmost", family: "redis-rate-atmost", native: KindAny, command: "redis_rate allowAtMost", keyed: true, decision: true, args: noArgs, lib: redisRateAtMostLib},
 	{name: "rlflex", family: "rlflex", native: KindAny, command: "rate-limiter-flexible incrTtl", keyed: true, decision: true, args: noArgs, lib: rlflexLib},
 	{name: "rate-limit-redis", family: "rate-limit-redis", native: KindAny, command: "rate-limit-redis increment", keyed: true, decision: true, args: noArgs, lib: rateLimitRedisLib},
 }
