@@ -132,8 +132,46 @@ func (a *accel) pathOf(body []byte) string {
 	return "interpreter"
 }
 
-// call runs one command as the script's redis.call would.
-func (sr *scriptRun) call(args ...[]byte) engine.Reply { return sr.Call(args) }
+// call runs one command as the script's redis.call would. A native
+// script's commands are fixed: they exist, fit their arity and run for an
+// unrestricted caller (Call's other checks), and their arguments are the
+// batch's own or freshly made, so, unlike the interpreter's, need no copy
+// to outlive the call. Anything else takes Call's whole path.
+func (sr *scriptRun) call(args ...[]byte) engine.Reply {
+	cmd := lookupCommand(args[0])
+	if cmd == nil || cmd.parse == nil || len(sr.run.User) > 0 || cmd.flags&flagNoScript != 0 ||
+		(cmd.arity > 0 && len(args) != cmd.arity) || (cmd.arity < 0 && len(args) < -cmd.arity) {
+		return sr.Call(args)
+	}
+	if sr.run.ReadOnly && cmd.flags&flagWrite != 0 {
+		return engine.Reply{Kind: engine.ReplyError, Err: engine.ErrScriptReadOnly}
+	}
+	ec := &sr.cmd
+	*ec = engine.Command{}
+	if err := cmd.parseInto(ec, args); err != nil {
+		return rawErr(errorText(err))
+	}
+	r := sr.run.Exec(ec)
+	if r.Kind == engine.ReplyError {
+		r.Err = engine.RawError(errorText(r.Err))
+	}
+	return r
+}
+
+// Command names and option words native scripts send: never stored, so
+// shared (values are made fresh: a stored value's bytes may be the
+// table's).
+var (
+	wGET    = []byte("GET")
+	wSET    = []byte("SET")
+	wEX     = []byte("EX")
+	wPX     = []byte("PX")
+	wNX     = []byte("NX")
+	wINCR   = []byte("INCR")
+	wINCRBY = []byte("INCRBY")
+	wPTTL   = []byte("PTTL")
+	wEXPIRE = []byte("EXPIRE")
+)
 
 // Lua's coercion of a string to a number, for the strings native
 // functions accept: plain decimals (an optional minus, digits, a point,
@@ -210,7 +248,7 @@ func redisRateTAT(sr *scriptRun, key []byte) (now, tat float64, ok bool) {
 	const jan1st2017 = 1483228800
 	r := sr.run
 	now = float64(r.Now/1e9-jan1st2017) + float64(r.Now%1e9/1e3)/1000000
-	stored := sr.call([]byte("GET"), key)
+	stored := sr.call(wGET, key)
 	switch stored.Kind {
 	case engine.ReplyNil:
 		tat = now
@@ -235,7 +273,7 @@ func redisRateTAT(sr *scriptRun, key []byte) (now, tat float64, ok bool) {
 // whole seconds left, rounded up. false: the SET failed (EX out of range),
 // and, being the only write, changed nothing.
 func redisRateSet(sr *scriptRun, key []byte, newTat, resetAfter float64) bool {
-	set := sr.call([]byte("SET"), key, script.AppendCallArg(nil, newTat), []byte("EX"), script.AppendCallArg(nil, math.Ceil(resetAfter)))
+	set := sr.call(wSET, key, script.AppendCallArg(nil, newTat), wEX, script.AppendCallArg(nil, math.Ceil(resetAfter)))
 	return set.Kind != engine.ReplyError
 }
 
@@ -321,21 +359,21 @@ func rlflexIncrTTL(sr *scriptRun) (engine.Reply, bool) {
 		return engine.Reply{}, false
 	}
 	key := r.Keys[0]
-	if rep := sr.call([]byte("set"), key, []byte("0"), []byte("EX"), r.Args[1], []byte("NX")); rep.Kind == engine.ReplyError {
+	if rep := sr.call(wSET, key, []byte("0"), wEX, r.Args[1], wNX); rep.Kind == engine.ReplyError {
 		return engine.Reply{}, false
 	}
-	consumed := sr.call([]byte("incrby"), key, r.Args[0])
+	consumed := sr.call(wINCRBY, key, r.Args[0])
 	if consumed.Kind != engine.ReplyInt {
 		// Only when the key was there already (SET NX wrote nothing).
 		return engine.Reply{}, false
 	}
-	ttl := sr.call([]byte("pttl"), key)
+	ttl := sr.call(wPTTL, key)
 	if ttl.Kind != engine.ReplyInt {
 		return engine.Reply{}, false
 	}
 	out := intItem(ttl.Int)
 	if ttl.Int == -1 {
-		sr.call([]byte("expire"), key, r.Args[1])
+		sr.call(wEXPIRE, key, r.Args[1])
 		out = numItem(float64(1000 * float64(secs)))
 	}
 	return engine.Reply{Kind: engine.ReplyArray, Items: []engine.Reply{consumed, out}}, true
@@ -353,17 +391,17 @@ func rateLimitRedisIncrement(sr *scriptRun) (engine.Reply, bool) {
 		return engine.Reply{}, false
 	}
 	key := r.Keys[0]
-	ttl := sr.call([]byte("PTTL"), key)
+	ttl := sr.call(wPTTL, key)
 	if ttl.Kind != engine.ReplyInt {
 		return engine.Reply{}, false
 	}
 	if ttl.Int <= 0 {
-		if rep := sr.call([]byte("SET"), key, []byte("1"), []byte("PX"), script.AppendCallArg(nil, window)); rep.Kind == engine.ReplyError {
+		if rep := sr.call(wSET, key, []byte("1"), wPX, script.AppendCallArg(nil, window)); rep.Kind == engine.ReplyError {
 			return engine.Reply{}, false
 		}
 		return engine.Reply{Kind: engine.ReplyArray, Items: []engine.Reply{intItem(1), numItem(window)}}, true
 	}
-	hits := sr.call([]byte("INCR"), key)
+	hits := sr.call(wINCR, key)
 	if hits.Kind != engine.ReplyInt {
 		return engine.Reply{}, false // nothing was written
 	}
