@@ -79,6 +79,9 @@ type heldRun struct {
 	rerun, rerunBig bool
 	// bigLocked: the run holds e.bigOps.
 	bigLocked bool
+	// reply is run's last reply, where changed reads it: a pointer to a
+	// local would move every reply to the heap.
+	reply Reply
 }
 
 type effect struct {
@@ -96,9 +99,9 @@ func (x *heldRun) on(c *Command) (*shard.Table, *shardJob) {
 // change it made, if any.
 func (x *heldRun) run(c *Command) Reply {
 	t, j := x.on(c)
-	r := j.apply(t, c, x.now)
-	x.changed(j.shard, c, &r)
-	return r
+	x.reply = j.apply(t, c, x.now)
+	x.changed(j.shard, c, &x.reply)
+	return x.reply
 }
 
 // changed records c as an effect on shard s if its reply says it changed
