@@ -113,8 +113,9 @@ type ScriptRun struct {
 	saved   map[string]struct{}
 	need    []int
 	stopped bool
-	ownKeys bool // ScriptOwnKeys: never starts over, so keeps no undo log
-	needBig bool // stopped to start over holding bigOps
+	ownKeys bool      // ScriptOwnKeys: never starts over, so keeps no undo log
+	key1    [1][]byte // Keys' array for the common script of one key
+	needBig bool      // stopped to start over holding bigOps
 	wrote   atomic.Bool
 	busy    atomic.Bool
 }
@@ -304,7 +305,11 @@ func (x *heldRun) eval(c *Command) Reply {
 	r := &ScriptRun{Body: c.Value, Args: c.Args, Now: x.now, ReadOnly: c.Op == OpEvalRO,
 		Replicated: x.b != nil && x.b.Replicated, User: c.Key, x: x, mark: len(x.effects),
 		ownKeys: c.N[0]&ScriptOwnKeys != 0}
-	r.Keys = make([][]byte, len(c.Sub))
+	r.Keys = r.key1[:0]
+	if len(c.Sub) > len(r.key1) {
+		r.Keys = make([][]byte, 0, len(c.Sub))
+	}
+	r.Keys = r.Keys[:len(c.Sub)]
 	for i := range c.Sub {
 		r.Keys[i] = c.Sub[i].Key
 	}
