@@ -280,7 +280,8 @@ func rlflexIncrTTL(sr *scriptRun) (engine.Reply, bool) {
 		sr.call([]byte("expire"), key, r.Args[1])
 		out = numItem(float64(1000 * float64(secs)))
 	}
-	return engine.Reply{Kind: engine.ReplyArray, Items: []engine.Reply{consumed, out}}, true
+	// consumed is a Lua number in the script: above 2^53 it is rounded.
+	return engine.Reply{Kind: engine.ReplyArray, Items: []engine.Reply{numItem(float64(consumed.Int)), out}}, true
 }
 
 // rateLimitRedisIncrement is rate-limit-redis's fixed window: a new
@@ -309,5 +310,6 @@ func rateLimitRedisIncrement(sr *scriptRun) (engine.Reply, bool) {
 	if hits.Kind != engine.ReplyInt {
 		return engine.Reply{}, false // nothing was written
 	}
-	return engine.Reply{Kind: engine.ReplyArray, Items: []engine.Reply{hits, intItem(ttl.Int)}}, true
+	// totalHits is a Lua number in the script: above 2^53 it is rounded.
+	return engine.Reply{Kind: engine.ReplyArray, Items: []engine.Reply{numItem(float64(hits.Int)), intItem(ttl.Int)}}, true
 }

@@ -121,7 +121,7 @@ func TestAcceleratedScriptsMatchInterpreterAndRedis(t *testing.T) {
 		key := accelKeys[r.IntN(len(accelKeys))]
 		switch r.IntN(60) {
 		case 0:
-			setup := [][]string{{"DEL", key}, {"DEL", key}, {"SET", key, pick(r, "notanumber", "0.5", "7", "")},
+			setup := [][]string{{"DEL", key}, {"DEL", key}, {"SET", key, pick(r, "notanumber", "0.5", "7", "", "9007199254740993")},
 				{"HSET", key, "f", "v"}, {"RPUSH", key, pick(r, "5", "x", "1e3"), "0"}}[r.IntN(5)]
 			both(setup...)
 			if step < withRedis {
