@@ -42,6 +42,16 @@ var knownScripts = []*nativeScript{
 	{sha: "a1de965f42e177aa339706bd580f049065eca79a", name: "rate-limiter-flexible incrTtl", stat: "rlflex_incrttl", run: rlflexIncrTTL},
 	// rate-limit-redis 6.0.1, increment.
 	{sha: "895b92e1712734e1b464999be23953485475357b", name: "rate-limit-redis increment", stat: "rate_limit_redis_increment", run: rateLimitRedisIncrement},
+	// ulule/limiter v3.11.2, the redis store's luaIncrScript and luaPeekScript.
+	{sha: "f74233f556d3f99c50b61169cf8aa8d5deb63fb2", name: "ulule/limiter incr", stat: "ulule_incr", run: ululeIncr},
+	{sha: "566f5c6a17e5fddb9a10bf389f754edd0d899c61", name: "ulule/limiter peek", stat: "ulule_peek", run: ululePeek},
+	// throttled/throttled v2.15.0, goredisstore.v9's redisCASScript.
+	{sha: "ebd682e30de074a6919bde872b507734c7c3ebe5", name: "throttled goredisstore compare-and-swap", stat: "throttled_cas", run: throttledCAS},
+	// @fastify/rate-limit 11.2.0, RedisStore's lua and luaRead.
+	{sha: "b8a19d47785922bb04e7a9fdb49e90d89be1b8af", name: "@fastify/rate-limit incr", stat: "fastify_incr", run: fastifyIncr},
+	{sha: "4c7d9ef62b3d4f8efd8d11d5d2fd1a56b1e723bc", name: "@fastify/rate-limit read", stat: "fastify_read", run: fastifyRead},
+	// rate-limit-redis 6.0.1, get.
+	{sha: "6aeb97ed6086dcdeafdc6fda3999a0d0e38ec96a", name: "rate-limit-redis get", stat: "rate_limit_redis_get", run: rateLimitRedisGet},
 }
 
 // knownBySHA indexes knownScripts.
