@@ -44,6 +44,16 @@ var knownScripts = []*nativeScript{
 	{sha: "895b92e1712734e1b464999be23953485475357b", name: "rate-limit-redis increment", stat: "rate_limit_redis_increment", run: rateLimitRedisIncrement},
 	// go-redis/redis_rate v10 (v10.0.1), allowAtMost.
 	{sha: "054143318f521948424aa25df61d7f7ba835a9d7", name: "go-redis/redis_rate allowAtMost", stat: "redis_rate_allowatmost", run: redisRateAllowAtMost},
+	// ulule/limiter v3.11.2, the redis store's luaIncrScript and luaPeekScript.
+	{sha: "f74233f556d3f99c50b61169cf8aa8d5deb63fb2", name: "ulule/limiter incr", stat: "ulule_incr", run: ululeIncr},
+	{sha: "566f5c6a17e5fddb9a10bf389f754edd0d899c61", name: "ulule/limiter peek", stat: "ulule_peek", run: ululePeek},
+	// throttled/throttled v2.15.0, goredisstore.v9's redisCASScript.
+	{sha: "ebd682e30de074a6919bde872b507734c7c3ebe5", name: "throttled goredisstore compare-and-swap", stat: "throttled_cas", run: throttledCAS},
+	// @fastify/rate-limit 11.2.0, RedisStore's lua and luaRead.
+	{sha: "b8a19d47785922bb04e7a9fdb49e90d89be1b8af", name: "@fastify/rate-limit incr", stat: "fastify_incr", run: fastifyIncr},
+	{sha: "4c7d9ef62b3d4f8efd8d11d5d2fd1a56b1e723bc", name: "@fastify/rate-limit read", stat: "fastify_read", run: fastifyRead},
+	// rate-limit-redis 6.0.1, get.
+	{sha: "6aeb97ed6086dcdeafdc6fda3999a0d0e38ec96a", name: "rate-limit-redis get", stat: "rate_limit_redis_get", run: rateLimitRedisGet},
 }
 
 // knownBySHA indexes knownScripts.
@@ -376,7 +386,8 @@ func rlflexIncrTTL(sr *scriptRun) (engine.Reply, bool) {
 		sr.call(wEXPIRE, key, r.Args[1])
 		out = numItem(float64(1000 * float64(secs)))
 	}
-	return engine.Reply{Kind: engine.ReplyArray, Items: []engine.Reply{consumed, out}}, true
+	// consumed is a Lua number in the script: above 2^53 it is rounded.
+	return engine.Reply{Kind: engine.ReplyArray, Items: []engine.Reply{numItem(float64(consumed.Int)), out}}, true
 }
 
 // rateLimitRedisIncrement is rate-limit-redis's fixed window: a new
@@ -405,5 +416,6 @@ func rateLimitRedisIncrement(sr *scriptRun) (engine.Reply, bool) {
 	if hits.Kind != engine.ReplyInt {
 		return engine.Reply{}, false // nothing was written
 	}
-	return engine.Reply{Kind: engine.ReplyArray, Items: []engine.Reply{hits, intItem(ttl.Int)}}, true
+	// totalHits is a Lua number in the script: above 2^53 it is rounded.
+	return engine.Reply{Kind: engine.ReplyArray, Items: []engine.Reply{numItem(float64(hits.Int)), intItem(ttl.Int)}}, true
 }

@@ -252,7 +252,7 @@ func TestRedisRate(t *testing.T) {
 // scripts loaded with SCRIPT LOAD when the store is made, run with
 // EVALSHA (INCRBY, PEXPIRE on the first hit, PTTL), DEL for Reset.
 func TestUluleLimiter(t *testing.T) {
-	redisTr, sluiceTr := runGo(t, nil, func(ctx context.Context, t *testing.T, lib, plain *redis.Client, tr *transcript) {
+	redisTr, sluiceTr := runGo(t, []string{"ulule_incr", "ulule_peek"}, func(ctx context.Context, t *testing.T, lib, plain *redis.Client, tr *transcript) {
 		store, err := ulredis.NewStoreWithOptions(lib, limiter.StoreOptions{Prefix: "limiter"})
 		tr.add("new store", "err", errText(err))
 		if err != nil {
@@ -322,7 +322,7 @@ func TestUluleLimiter(t *testing.T) {
 // key, a compare-and-swap script with SETEX for an old one, whose missing
 // key is an error reply the store recognises by its text).
 func TestThrottled(t *testing.T) {
-	redisTr, sluiceTr := runGo(t, nil, func(ctx context.Context, t *testing.T, lib, plain *redis.Client, tr *transcript) {
+	redisTr, sluiceTr := runGo(t, []string{"throttled_cas"}, func(ctx context.Context, t *testing.T, lib, plain *redis.Client, tr *transcript) {
 		store, err := goredisstore.NewCtx(lib, "throttled:")
 		if err != nil {
 			t.Fatal(err)

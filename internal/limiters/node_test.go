@@ -47,7 +47,7 @@ func TestRateLimiterFlexible(t *testing.T) {
 // The store's scripts: PTTL, then SET PX for a new window or INCR; GET and
 // PTTL to read.
 func TestExpressRateLimit(t *testing.T) {
-	redisTr, sluiceTr := runNode(t, []string{"rate_limit_redis_increment"}, "express.mjs")
+	redisTr, sluiceTr := runNode(t, []string{"rate_limit_redis_increment", "rate_limit_redis_get"}, "express.mjs")
 	noErrors(t, redisTr)
 	expect(t, redisTr, map[string]any{
 		"GET alice 1/status": 200, "GET alice 1/remaining": 2, "GET alice 3/status": 200, "GET alice 3/remaining": 0,
@@ -70,7 +70,7 @@ func TestExpressRateLimit(t *testing.T) {
 // continueExceeding, exponentialBackoff (a float PEXPIRE argument), ban,
 // and the store's read.
 func TestFastifyRateLimit(t *testing.T) {
-	redisTr, sluiceTr := runNode(t, nil, "fastify.mjs")
+	redisTr, sluiceTr := runNode(t, []string{"fastify_incr", "fastify_read"}, "fastify.mjs")
 	noErrors(t, redisTr)
 	expect(t, redisTr, map[string]any{
 		"status alice before/body": map[string]any{"remaining": 3, "exceeded": false, "ttl_ms": 0, "ttl_s": 0},
