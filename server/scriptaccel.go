@@ -44,6 +44,12 @@ var knownScripts = []*nativeScript{
 	{sha: "895b92e1712734e1b464999be23953485475357b", name: "rate-limit-redis increment", stat: "rate_limit_redis_increment", run: rateLimitRedisIncrement},
 	// go-redis/redis_rate v10 (v10.0.1), allowAtMost.
 	{sha: "054143318f521948424aa25df61d7f7ba835a9d7", name: "go-redis/redis_rate allowAtMost", stat: "redis_rate_allowatmost", run: redisRateAllowAtMost},
+	// limits 2.8.0 (Python), incr_expire.lua (fixed window).
+	{sha: "628bd136a573a06b346879695681af12ccef300f", name: "limits incr_expire", stat: "limits_incr_expire", run: limitsIncrExpire},
+	// limits 2.8.0, moving_window.lua (the moving window's count).
+	{sha: "3136f0028c572d2959b5cdc5ec15b287fab6a9ff", name: "limits moving_window", stat: "limits_moving_window", run: limitsMovingWindow},
+	// limits 2.8.0, acquire_moving_window.lua (the moving window's hit).
+	{sha: "d19f37c18768a509dbf1310a257bfc35be65609f", name: "limits acquire_moving_window", stat: "limits_acquire_moving_window", run: limitsAcquireMovingWindow},
 }
 
 // knownBySHA indexes knownScripts.
