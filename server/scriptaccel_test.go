@@ -38,13 +38,17 @@ var pick = difftest.PickR
 
 // accelShared are keys every script and the setups use (so that scripts
 // meet each other's values and other types); accelKeys adds each script's
-// own two.
+// own two (once for the scripts that share a Name).
 var accelShared = []string{"shared", "other"}
 
 var accelKeys = func() []string {
 	var keys []string
+	seen := map[string]bool{}
 	for _, s := range accelScripts {
-		keys = append(keys, s.Name+":0", s.Name+":1")
+		if !seen[s.Name] {
+			seen[s.Name] = true
+			keys = append(keys, s.Name+":0", s.Name+":1")
+		}
 	}
 	return append(keys, accelShared...)
 }()

@@ -25,6 +25,10 @@ type AccelScript struct {
 	// milliseconds, or -1: compared with Redis's within a margin, since
 	// Redis's clock runs.
 	TTLLine int
+	// Keys names the script whose keys this one works on, when not its
+	// own (a library's scripts over the same data: one writes what
+	// another reads); "" is its own, Name:0 and Name:1.
+	Keys string
 	// Args draws arguments, now and then malformed ones (which the native
 	// code must hand to the interpreter). long keeps every expiry far
 	// beyond the run (for the comparison with Redis, whose clock runs);
@@ -35,7 +39,7 @@ type AccelScript struct {
 
 // AccelScripts are the accelerated scripts.
 var AccelScripts = []AccelScript{
-	{"redis_rate", "redis_rate_allown.lua", "redis_rate_allown", true, -1, func(r *rand.Rand, long bool, _ int64) []string {
+	{"redis_rate", "redis_rate_allown.lua", "redis_rate_allown", true, -1, "", func(r *rand.Rand, long bool, _ int64) []string {
 		if r.IntN(12) == 0 {
 			return []string{PickR(r, "x", "0", "-1", " 5", "1e3", "0x10"), "10", "1", "1"}
 		}
@@ -44,7 +48,7 @@ var AccelScripts = []AccelScript{
 		}
 		return []string{strconv.Itoa(1 + r.IntN(20)), strconv.Itoa(1 + r.IntN(20)), PickR(r, "1", "60", "0.5", "3600"), strconv.Itoa(r.IntN(6))}
 	}},
-	{"rlflex", "rlflex_incr_ttl.lua", "rlflex_incrttl", false, 2, func(r *rand.Rand, long bool, _ int64) []string {
+	{"rlflex", "rlflex_incr_ttl.lua", "rlflex_incrttl", false, 2, "", func(r *rand.Rand, long bool, _ int64) []string {
 		if r.IntN(12) == 0 {
 			return []string{PickR(r, "x", "1.5", "-2", "01"), PickR(r, "0", "abc", "50", "-1")}
 		}
@@ -53,7 +57,7 @@ var AccelScripts = []AccelScript{
 		}
 		return []string{strconv.Itoa(1 + r.IntN(5)), strconv.Itoa(1 + r.IntN(10))}
 	}},
-	{"rate_limit_redis", "rate_limit_redis_increment.lua", "rate_limit_redis_increment", false, 2, func(r *rand.Rand, long bool, _ int64) []string {
+	{"rate_limit_redis", "rate_limit_redis_increment.lua", "rate_limit_redis_increment", false, 2, "", func(r *rand.Rand, long bool, _ int64) []string {
 		if r.IntN(12) == 0 {
 			return []string{PickR(r, "0", "x", "1.5", "-5", "")}
 		}
@@ -62,7 +66,7 @@ var AccelScripts = []AccelScript{
 		}
 		return []string{strconv.Itoa(1000 * (1 + r.IntN(5)))}
 	}},
-	{"redis_rate_atmost", "redis_rate_allowatmost.lua", "redis_rate_allowatmost", true, -1, func(r *rand.Rand, long bool, _ int64) []string {
+	{"redis_rate_atmost", "redis_rate_allowatmost.lua", "redis_rate_allowatmost", true, -1, "", func(r *rand.Rand, long bool, _ int64) []string {
 		if r.IntN(12) == 0 {
 			return []string{"10", PickR(r, "x", "0", "-1", " 5", "0x10", ""), "1", PickR(r, "1", "x", " 2")}
 		}
@@ -73,6 +77,14 @@ var AccelScripts = []AccelScript{
 		// Costs beyond what is left take what is left.
 		return []string{strconv.Itoa(1 + r.IntN(20)), strconv.Itoa(1 + r.IntN(20)), period, PickR(r, strconv.Itoa(r.IntN(30)), "2.5", "-1")}
 	}},
+}
+
+// KeyPrefix is what s's keys start with (before ":0" and ":1").
+func (s AccelScript) KeyPrefix() string {
+	if s.Keys != "" {
+		return s.Keys
+	}
+	return s.Name
 }
 
 // PickR is one of xs, drawn from r.
