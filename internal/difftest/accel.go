@@ -77,6 +77,11 @@ var AccelScripts = []AccelScript{
 		// Costs beyond what is left take what is left.
 		return []string{strconv.Itoa(1 + r.IntN(20)), strconv.Itoa(1 + r.IntN(20)), period, PickR(r, strconv.Itoa(r.IntN(30)), "2.5", "-1")}
 	}},
+	// The Python limits library's three scripts (accel_limits.go): its
+	// moving window's count reads the lists its hit writes.
+	{"limits_fixed", "limits_incr_expire.lua", "limits_incr_expire", false, -1, "", limitsFixedArgs},
+	{"limits_acquire", "limits_acquire_moving_window.lua", "limits_acquire_moving_window", false, -1, "", limitsAcquireArgs},
+	{"limits_moving", "limits_moving_window.lua", "limits_moving_window", false, -1, "limits_acquire", limitsMovingArgs},
 }
 
 // KeyPrefix is what s's keys start with (before ":0" and ":1").
