@@ -54,6 +54,12 @@ var knownScripts = []*nativeScript{
 	{sha: "4c7d9ef62b3d4f8efd8d11d5d2fd1a56b1e723bc", name: "@fastify/rate-limit read", stat: "fastify_read", run: fastifyRead},
 	// rate-limit-redis 6.0.1, get.
 	{sha: "6aeb97ed6086dcdeafdc6fda3999a0d0e38ec96a", name: "rate-limit-redis get", stat: "rate_limit_redis_get", run: rateLimitRedisGet},
+	// limits 2.8.0 (Python), incr_expire.lua (fixed window).
+	{sha: "628bd136a573a06b346879695681af12ccef300f", name: "limits incr_expire", stat: "limits_incr_expire", run: limitsIncrExpire},
+	// limits 2.8.0, moving_window.lua (the moving window's count).
+	{sha: "3136f0028c572d2959b5cdc5ec15b287fab6a9ff", name: "limits moving_window", stat: "limits_moving_window", run: limitsMovingWindow},
+	// limits 2.8.0, acquire_moving_window.lua (the moving window's hit).
+	{sha: "d19f37c18768a509dbf1310a257bfc35be65609f", name: "limits acquire_moving_window", stat: "limits_acquire_moving_window", run: limitsAcquireMovingWindow},
 }
 
 // knownBySHA indexes knownScripts.

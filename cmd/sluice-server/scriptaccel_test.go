@@ -86,7 +86,9 @@ func TestAcceleratedScriptsReplicateAndRestart(t *testing.T) {
 	}
 	var keys []string
 	for _, s := range scripts {
-		keys = append(keys, s.Name+":0", s.Name+":1")
+		if s.Keys == "" { // scripts on another's keys add none
+			keys = append(keys, s.Name+":0", s.Name+":1")
+		}
 	}
 	native0 := scriptRunsNative(t, leader)
 	for step := range steps {
@@ -118,7 +120,7 @@ func TestAcceleratedScriptsReplicateAndRestart(t *testing.T) {
 		}
 		si := r.IntN(len(scripts))
 		s := scripts[si]
-		args := append([]string{"EVAL", bodies[si], "1", s.Name + ":" + strconv.Itoa(r.IntN(2))}, s.Args(r, false, now)...)
+		args := append([]string{"EVAL", bodies[si], "1", s.KeyPrefix() + ":" + strconv.Itoa(r.IntN(2))}, s.Args(r, false, now)...)
 		all(step, args...)
 	}
 	if scriptRunsNative(t, leader) == native0 {

@@ -28,6 +28,10 @@ type AccelScript struct {
 	// milliseconds, or -1: compared with Redis's within a margin, since
 	// Redis's clock runs.
 	TTLLine int
+	// Keys names the script whose keys this one works on, when not its
+	// own (a library's scripts over the same data: one writes what
+	// another reads); "" is its own, Name:0 and Name:1.
+	Keys string
 	// Args draws arguments, now and then malformed ones (which the native
 	// code must hand to the interpreter). long keeps every expiry far
 	// beyond the run (for the comparison with Redis, whose clock runs);
@@ -38,7 +42,7 @@ type AccelScript struct {
 
 // AccelScripts are the accelerated scripts.
 var AccelScripts = []AccelScript{
-	{"redis_rate", "redis_rate_allown.lua", "redis_rate_allown", true, -1, func(r *rand.Rand, long bool, _ int64) []string {
+	{"redis_rate", "redis_rate_allown.lua", "redis_rate_allown", true, -1, "", func(r *rand.Rand, long bool, _ int64) []string {
 		if r.IntN(12) == 0 {
 			return []string{PickR(r, "x", "0", "-1", " 5", "1e3", "0x10"), "10", "1", "1"}
 		}
@@ -47,7 +51,7 @@ var AccelScripts = []AccelScript{
 		}
 		return []string{strconv.Itoa(1 + r.IntN(20)), strconv.Itoa(1 + r.IntN(20)), PickR(r, "1", "60", "0.5", "3600"), strconv.Itoa(r.IntN(6))}
 	}},
-	{"rlflex", "rlflex_incr_ttl.lua", "rlflex_incrttl", false, 2, func(r *rand.Rand, long bool, _ int64) []string {
+	{"rlflex", "rlflex_incr_ttl.lua", "rlflex_incrttl", false, 2, "", func(r *rand.Rand, long bool, _ int64) []string {
 		if r.IntN(12) == 0 {
 			return []string{PickR(r, "x", "1.5", "-2", "01"), PickR(r, "0", "abc", "50", "-1")}
 		}
@@ -56,7 +60,7 @@ var AccelScripts = []AccelScript{
 		}
 		return []string{strconv.Itoa(1 + r.IntN(5)), strconv.Itoa(1 + r.IntN(10))}
 	}},
-	{"rate_limit_redis", "rate_limit_redis_increment.lua", "rate_limit_redis_increment", false, 2, func(r *rand.Rand, long bool, _ int64) []string {
+	{"rate_limit_redis", "rate_limit_redis_increment.lua", "rate_limit_redis_increment", false, 2, "", func(r *rand.Rand, long bool, _ int64) []string {
 		if r.IntN(12) == 0 {
 			return []string{PickR(r, "0", "x", "1.5", "-5", "")}
 		}
@@ -65,7 +69,7 @@ var AccelScripts = []AccelScript{
 		}
 		return []string{strconv.Itoa(1000 * (1 + r.IntN(5)))}
 	}},
-	{"redis_rate_atmost", "redis_rate_allowatmost.lua", "redis_rate_allowatmost", true, -1, func(r *rand.Rand, long bool, _ int64) []string {
+	{"redis_rate_atmost", "redis_rate_allowatmost.lua", "redis_rate_allowatmost", true, -1, "", func(r *rand.Rand, long bool, _ int64) []string {
 		if r.IntN(12) == 0 {
 			return []string{"10", PickR(r, "x", "0", "-1", " 5", "0x10", ""), "1", PickR(r, "1", "x", " 2")}
 		}
@@ -78,7 +82,7 @@ var AccelScripts = []AccelScript{
 	}},
 	// ulule/limiter's incr: the count (Get sends 1, Increment more) and
 	// the period in milliseconds.
-	{"ulule", "ulule_incr.lua", "ulule_incr", false, 2, func(r *rand.Rand, long bool, _ int64) []string {
+	{"ulule", "ulule_incr.lua", "ulule_incr", false, 2, "", func(r *rand.Rand, long bool, _ int64) []string {
 		switch r.IntN(20) {
 		case 0: // counts INCRBY refuses, or that round as doubles
 			return []string{PickR(r, "x", "1.5", "01", " 1", "", "1e2", "0x10", "9223372036854775807", "-9223372036854775808", "9007199254740993"), "60000"}
@@ -94,7 +98,7 @@ var AccelScripts = []AccelScript{
 		return []string{count, PickR(r, "1000", "1500", "2000", "500", "60000", strconv.Itoa(1+r.IntN(5000)))}
 	}},
 	// ulule/limiter's peek (no arguments), on incr's keys.
-	{"ulule", "ulule_peek.lua", "ulule_peek", false, 2, func(r *rand.Rand, _ bool, _ int64) []string {
+	{"ulule_peek", "ulule_peek.lua", "ulule_peek", false, 2, "ulule", func(r *rand.Rand, _ bool, _ int64) []string {
 		if r.IntN(10) == 0 {
 			return []string{"ignored"}
 		}
@@ -106,7 +110,7 @@ var AccelScripts = []AccelScript{
 	// (and whose scripts then meet the values it writes, and counters
 	// again where it replaces the setups' strings). The values are small
 	// integers and the setups' strings, so that the old one often matches.
-	{"ulule", "throttled_cas.lua", "throttled_cas", false, -1, func(r *rand.Rand, long bool, _ int64) []string {
+	{"throttled_cas", "throttled_cas.lua", "throttled_cas", false, -1, "ulule", func(r *rand.Rand, long bool, _ int64) []string {
 		value := func() string {
 			if r.IntN(2) == 0 {
 				return strconv.Itoa(1 + r.IntN(12))
@@ -132,7 +136,7 @@ var AccelScripts = []AccelScript{
 	// its 2^53 - 1), where the interpreter fails and Redis does not. The
 	// backoff, there too, is compared between the native code and the
 	// interpreter; the limiter test runs it against Redis.
-	{"fastify", "fastify_incr.lua", "fastify_incr", false, 2, func(r *rand.Rand, long bool, _ int64) []string {
+	{"fastify", "fastify_incr.lua", "fastify_incr", false, 2, "", func(r *rand.Rand, long bool, _ int64) []string {
 		max := strconv.Itoa(1 + r.IntN(5))
 		cont, backoff := PickR(r, "true", "false", "false"), PickR(r, "true", "false")
 		if long && cont != "true" {
@@ -161,7 +165,7 @@ var AccelScripts = []AccelScript{
 		return []string{PickR(r, "1000", "2000", "500", "60000", strconv.Itoa(1+r.IntN(5000))), max, cont, backoff}
 	}},
 	// @fastify/rate-limit's read (no arguments), on incr's keys.
-	{"fastify", "fastify_read.lua", "fastify_read", false, 2, func(r *rand.Rand, _ bool, _ int64) []string {
+	{"fastify_read", "fastify_read.lua", "fastify_read", false, 2, "fastify", func(r *rand.Rand, _ bool, _ int64) []string {
 		if r.IntN(10) == 0 {
 			return []string{"1000", "3"} // as a caller passing incr's arguments
 		}
@@ -169,9 +173,22 @@ var AccelScripts = []AccelScript{
 	}},
 	// rate-limit-redis's get (no arguments), on increment's keys. Its TTL
 	// follows a bulk value (line 3); a missing key's is -2, the same on both.
-	{"rate_limit_redis", "rate_limit_redis_get.lua", "rate_limit_redis_get", false, 3, func(r *rand.Rand, _ bool, _ int64) []string {
+	{"rate_limit_redis_get", "rate_limit_redis_get.lua", "rate_limit_redis_get", false, 3, "rate_limit_redis", func(r *rand.Rand, _ bool, _ int64) []string {
 		return nil
 	}},
+	// The Python limits library's three scripts (accel_limits.go): its
+	// moving window's count reads the lists its hit writes.
+	{"limits_fixed", "limits_incr_expire.lua", "limits_incr_expire", false, -1, "", limitsFixedArgs},
+	{"limits_acquire", "limits_acquire_moving_window.lua", "limits_acquire_moving_window", false, -1, "", limitsAcquireArgs},
+	{"limits_moving", "limits_moving_window.lua", "limits_moving_window", false, -1, "limits_acquire", limitsMovingArgs},
+}
+
+// KeyPrefix is what s's keys start with (before ":0" and ":1").
+func (s AccelScript) KeyPrefix() string {
+	if s.Keys != "" {
+		return s.Keys
+	}
+	return s.Name
 }
 
 // PickR is one of xs, drawn from r.

@@ -7,9 +7,11 @@ import "testing"
 // LTRIM and EXPIRE in one script, LRANGE in another, a Lua nil inside the
 // table it returns), clear (DEL) and reset (a script running KEYS and
 // DEL); redis-py runs scripts with EVALSHA, loading them on NOSCRIPT.
+// The fixed window's script and both moving window scripts must have run
+// natively on Sluice (server/scriptaccel_limits.go).
 func TestPythonLimits(t *testing.T) {
 	py := pythonLimits(t)
-	redisTr, sluiceTr := differential(t, nil, func(e endpoint) []any {
+	redisTr, sluiceTr := differential(t, []string{"limits_incr_expire", "limits_moving_window", "limits_acquire_moving_window"}, func(e endpoint) []any {
 		return runProgram(t, e, py, "../clients/python/limits_scenario.py", e.addr)
 	})
 	noErrors(t, redisTr)
