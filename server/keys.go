@@ -41,12 +41,8 @@ func scaleTime(b []byte, unit int64, relative bool, cmd string) (int64, error) {
 	if err != nil {
 		return 0, engine.ErrNotInteger
 	}
-	bad := errors.New("invalid expire time in '" + cmd + "' command")
-	if relative && n <= 0 && cmd == "set" {
-		return 0, bad
-	}
-	if n > clock.Max/unit || n < -clock.Max/unit {
-		return 0, bad
+	if (relative && n <= 0 && cmd == "set") || n > clock.Max/unit || n < -clock.Max/unit {
+		return 0, errors.New("invalid expire time in '" + cmd + "' command")
 	}
 	return n * unit, nil
 }

@@ -153,18 +153,24 @@ func (a *accel) pathOf(body []byte) string {
 // unrestricted caller (Call's other checks), and their arguments are the
 // batch's own or freshly made, so, unlike the interpreter's, need no copy
 // to outlive the call. Anything else takes Call's whole path.
+//
+// The arguments' list is copied into the run's own (parsers copy the
+// elements they keep, never the list), so that the variadic list stays on
+// the caller's stack.
 func (sr *scriptRun) call(args ...[]byte) engine.Reply {
 	cmd := lookupCommand(args[0])
 	if cmd == nil || cmd.parse == nil || len(sr.run.User) > 0 || cmd.flags&flagNoScript != 0 ||
-		(cmd.arity > 0 && len(args) != cmd.arity) || (cmd.arity < 0 && len(args) < -cmd.arity) {
-		return sr.Call(args)
+		(cmd.arity > 0 && len(args) != cmd.arity) || (cmd.arity < 0 && len(args) < -cmd.arity) ||
+		len(args) > len(sr.argv) {
+		return sr.Call(append([][]byte(nil), args...))
 	}
 	if sr.run.ReadOnly && cmd.flags&flagWrite != 0 {
 		return engine.Reply{Kind: engine.ReplyError, Err: engine.ErrScriptReadOnly}
 	}
+	argv := sr.argv[:copy(sr.argv[:], args)]
 	ec := &sr.cmd
 	*ec = engine.Command{}
-	if err := cmd.parseInto(ec, args); err != nil {
+	if err := cmd.parseInto(ec, argv); err != nil {
 		return rawErr(errorText(err))
 	}
 	r := sr.run.Exec(ec)

@@ -83,7 +83,8 @@ type scriptRun struct {
 	cancel context.CancelFunc
 	timer  *time.Timer
 
-	cmd engine.Command // the redis.call being run
+	cmd  engine.Command // the redis.call being run
+	argv [8][]byte      // a native script's call's arguments (scriptRun.call)
 
 	mu     sync.Mutex // guards run against the timer
 	isBusy bool
