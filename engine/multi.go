@@ -252,15 +252,10 @@ func (j *shardJob) runHere(t *shard.Table, c *Command, now int64) Reply {
 // command.
 func (e *Engine) appendShards(shards []int, c *Command) []int {
 	spec := c.Op.spec()
-	add := func(s int) {
-		if !slices.Contains(shards, s) {
-			shards = append(shards, s)
-		}
-	}
 	switch {
 	case spec.Keys == KeysAll:
 		for s := range e.shards {
-			add(s)
+			shards = addShard(shards, s)
 		}
 	case len(c.Sub) > 0 || spec.coordinated:
 		// The sub-commands' keys are hashed even when every shard is
@@ -270,12 +265,21 @@ func (e *Engine) appendShards(shards []int, c *Command) []int {
 		}
 		if (c.Op == OpExec && hasScript(c.Sub)) || (spec.coordinated && e.wideScript(c)) {
 			for s := range e.shards {
-				add(s)
+				shards = addShard(shards, s)
 			}
 		}
 	default:
 		c.hash = shard.Hash(c.Key)
-		add(e.shardOf(c.hash))
+		shards = addShard(shards, e.shardOf(c.hash))
+	}
+	return shards
+}
+
+// addShard adds s to shards unless it is there. (A function, not a
+// closure over shards, which would move the list to the heap each call.)
+func addShard(shards []int, s int) []int {
+	if !slices.Contains(shards, s) {
+		shards = append(shards, s)
 	}
 	return shards
 }

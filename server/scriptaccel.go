@@ -295,7 +295,7 @@ func redisRateTAT(sr *scriptRun, key []byte) (now, tat float64, ok bool) {
 // whole seconds left, rounded up. false: the SET failed (EX out of range),
 // and, being the only write, changed nothing.
 func redisRateSet(sr *scriptRun, key []byte, newTat, resetAfter float64) bool {
-	set := sr.call(wSET, key, script.AppendCallArg(nil, newTat), wEX, script.AppendCallArg(nil, math.Ceil(resetAfter)))
+	set := sr.call(wSET, key, script.CallArg(newTat), wEX, script.CallArg(math.Ceil(resetAfter)))
 	return set.Kind != engine.ReplyError
 }
 
@@ -419,7 +419,7 @@ func rateLimitRedisIncrement(sr *scriptRun) (engine.Reply, bool) {
 		return engine.Reply{}, false
 	}
 	if ttl.Int <= 0 {
-		if rep := sr.call(wSET, key, []byte("1"), wPX, script.AppendCallArg(nil, window)); rep.Kind == engine.ReplyError {
+		if rep := sr.call(wSET, key, []byte("1"), wPX, script.CallArg(window)); rep.Kind == engine.ReplyError {
 			return engine.Reply{}, false
 		}
 		return engine.Reply{Kind: engine.ReplyArray, Items: []engine.Reply{intItem(1), numItem(window)}}, true

@@ -48,7 +48,7 @@ func bulkBytes(r engine.Reply) []byte {
 // callInt is a Lua number as redis.call writes it (%.17g), when the
 // command that reads it as an integer (string2ll) would accept it.
 func callInt(f float64) ([]byte, bool) {
-	b := script.AppendCallArg(nil, f)
+	b := script.CallArg(f)
 	if _, err := engine.ParseInt64(b); err != nil {
 		return nil, false
 	}
@@ -256,7 +256,7 @@ func limitsAcquireMovingWindow(sr *scriptRun) (engine.Reply, bool) {
 	default:
 		return engine.Reply{}, false // another type
 	}
-	ts := script.AppendCallArg(nil, timestamp)
+	ts := script.CallArg(timestamp)
 	push := make([][]byte, 2+int(amount))
 	push[0], push[1] = wLPUSH, key
 	for i := 2; i < len(push); i++ {

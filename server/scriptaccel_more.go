@@ -222,7 +222,7 @@ func fastifyIncr(sr *scriptRun) (engine.Reply, bool) {
 	if !ok1 || !ok2 || window < -accelMaxExpireMS || window > accelMaxExpireMS {
 		return accelGiveUp, false
 	}
-	windowArg := script.AppendCallArg(nil, window)
+	windowArg := script.CallArg(window)
 	if _, err := engine.ParseInt64(windowArg); err != nil {
 		return accelGiveUp, false
 	}
@@ -265,7 +265,7 @@ func fastifyIncr(sr *scriptRun) (engine.Reply, bool) {
 	case backoff && current > max:
 		// Within accelMaxExpireMS: current is the one foreseen above.
 		out = fastifyBackoffWindow(window, max, current)
-		sr.call(accelPEXPIRE, key, script.AppendCallArg(nil, out))
+		sr.call(accelPEXPIRE, key, script.CallArg(out))
 	default:
 		pttl := sr.call(accelPTTL, key)
 		if pttl.Kind != engine.ReplyInt {

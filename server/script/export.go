@@ -6,9 +6,10 @@ package script
 // NumberString is Lua's tostring of a number (%.14g).
 func NumberString(f float64) string { return luaNumberString(f) }
 
-// AppendCallArg appends a Lua number passed to redis.call, as Redis 7.0
-// writes it (%.17g).
-func AppendCallArg(b []byte, f float64) []byte { return appendArgNumber(b, f) }
+// CallArg is a Lua number passed to redis.call, as Redis 7.0 writes it
+// (%.17g), in a new slice made once at the size any number takes (at most
+// 24 bytes).
+func CallArg(f float64) []byte { return appendArgNumber(make([]byte, 0, 24), f) }
 
 // ReplyInteger is a Lua number returned by a script, as an integer reply:
 // truncated toward zero, as Redis's C cast does.

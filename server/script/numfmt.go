@@ -9,7 +9,8 @@ import (
 // digit, except for infinities and NaNs, which glibc spells inf, -inf, nan
 // and -nan (the sign of a NaN is its sign bit: 0/0 on x86 is -nan).
 func formatG(f float64, prec int) string {
-	return string(appendG(nil, f, prec))
+	var buf [32]byte // %.17g is at most 24 bytes: one allocation, the string's
+	return string(appendG(buf[:0], f, prec))
 }
 
 func appendG(b []byte, f float64, prec int) []byte {
