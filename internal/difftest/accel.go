@@ -71,7 +71,14 @@ var AccelScripts = []AccelScript{
 	}},
 	{"redis_rate_atmost", "redis_rate_allowatmost.lua", "redis_rate_allowatmost", true, -1, "", func(r *rand.Rand, long bool, _ int64) []string {
 		if r.IntN(12) == 0 {
-			return []string{"10", PickR(r, "x", "0", "-1", " 5", "0x10", ""), "1", PickR(r, "1", "x", " 2")}
+			rate := PickR(r, "x", "0", "-1", " 5", "0x10", "")
+			if long && rate == "-1" {
+				// A negative rate grows the TAT without bound: past the
+				// expiry range Sluice takes (docs/datatypes.md), where
+				// Redis's SET still succeeds.
+				rate = "0"
+			}
+			return []string{"10", rate, "1", PickR(r, "1", "x", " 2")}
 		}
 		period := PickR(r, "1", "60", "0.5", "3600", "0.001")
 		if long {
