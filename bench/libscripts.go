@@ -59,10 +59,14 @@ const (
 	// resendEval sends the same call again as EVAL with the script's text
 	// (go-redis Script.Run; ioredis custom commands).
 	resendEval noScriptPolicy = iota
-	// reloadThenEvalsha sends SCRIPT LOAD, then the same EVALSHA again
-	// (rate-limit-redis).
+	// reloadThenEvalsha sends SCRIPT LOAD of the scripts in reload, then
+	// the same EVALSHA again (rate-limit-redis, ulule/limiter, redis-py's
+	// Script).
 	reloadThenEvalsha
 )
+
+// scriptLoadUpper is SCRIPT LOAD as most clients spell it.
+var scriptLoadUpper = [2]string{"SCRIPT", "LOAD"}
 
 // libScript is one library's limiter call.
 type libScript struct {
@@ -79,8 +83,24 @@ type libScript struct {
 	evalFirst  bool
 	onNoScript noScriptPolicy
 	// load lists the scripts SCRIPT LOADed once at the start of a run, as
-	// the library does when it starts (rate-limit-redis's init).
+	// the library does when it starts (rate-limit-redis's init, ulule's
+	// NewStore).
 	load []string
+	// reload lists the scripts a NOSCRIPT makes the library SCRIPT LOAD, in
+	// order, before it repeats the EVALSHA (reloadThenEvalsha). Default:
+	// the call's own script.
+	reload []string
+	// scriptLoad is SCRIPT LOAD as the library spells it, at the start and
+	// after NOSCRIPT. Default scriptLoadUpper.
+	scriptLoad [2]string
+	// keySuffix, when set, returns what the library puts after the
+	// caller's key for a limit (limits' key_for). Called only for a limit
+	// args accepts.
+	keySuffix func(Limit) string
+	// clock: the first argument after the key is the client's clock,
+	// Python's time.time() as redis-py writes a float (repr), taken once per
+	// batch when the batch is written; args returns the arguments after it.
+	clock bool
 	// args returns the arguments after the key for a limit, or why the
 	// library cannot express it.
 	args func(Limit) ([]string, error)
@@ -133,6 +153,12 @@ var (
 func init() {
 	for _, l := range []*libScript{redisRateLib, redisRateAtMostLib, rlflexLib, rateLimitRedisLib} {
 		l.sha = sha1Hex(l.body)
+		if l.scriptLoad == ([2]string{}) {
+			l.scriptLoad = scriptLoadUpper
+		}
+		if l.reload == nil {
+			l.reload = []string{l.body}
+		}
 	}
 }
 
@@ -182,6 +208,27 @@ func rateLimitRedisArgs(l Limit) ([]string, error) {
 		return nil, fmt.Errorf("rate-limit-redis: cost %d: the store counts exactly one hit per request", l.Cost)
 	}
 	return []string{ftoa(ms)}, nil
+}
+
+// appendPyTime appends t as Python's time.time() is and as redis-py writes
+// it: the Unix time in nanoseconds converted to a double and divided by
+// 1e9 (CPython's _PyTime_AsSecondsDouble), formatted by repr, the shortest
+// text that reads back as the same double, with ".0" when it is whole.
+// For today's clock it is 10 digits, a point, and up to 7 more.
+func appendPyTime(dst []byte, t time.Time) []byte {
+	ns := t.UnixNano()
+	var f float64
+	if ns%1e9 == 0 {
+		f = float64(ns / 1e9)
+	} else {
+		f = float64(ns) / 1e9
+	}
+	start := len(dst)
+	dst = strconv.AppendFloat(dst, f, 'f', -1, 64)
+	if bytes.IndexByte(dst[start:], '.') < 0 {
+		dst = append(dst, ".0"...)
+	}
+	return dst
 }
 
 // libCheckEvery: one reply in this many (and each connection's first) has
@@ -336,7 +383,12 @@ type libConn struct {
 	lim     Limit
 	call    request // evalsha sha 1 key args...
 	evalReq request // eval body 1 key args...
-	load    []byte  // SCRIPT LOAD body, encoded
+	// load is the SCRIPT LOADs of lib.reload, encoded; loadShas their SHA1s.
+	load     []byte
+	loadShas []string
+	// For a clock library: the arguments after the clock, encoded, and the
+	// clock's text for this batch.
+	fixedTail, stamp []byte
 	// sent says the connection has sent the script (evalFirst libraries).
 	sent bool
 	// The batch's keys, flattened, and where each ends.
@@ -355,13 +407,27 @@ func newLibConn(l *libScript, lim Limit) (*libConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &libConn{
-		lib:     l,
-		lim:     lim,
-		call:    newRequest([]string{l.evalsha, l.sha, "1"}, true, args),
-		evalReq: newRequest([]string{l.eval, l.body, "1"}, true, args),
-		load:    newRequest([]string{"SCRIPT", "LOAD", l.body}, false, nil).head,
-	}, nil
+	c := &libConn{lib: l, lim: lim}
+	if l.clock {
+		// A placeholder for the clock; setClock writes each batch's.
+		c.fixedTail = newRequest(nil, false, args).tail
+		args = append([]string{"0.0"}, args...)
+	}
+	c.call = newRequest([]string{l.evalsha, l.sha, "1"}, true, args)
+	c.evalReq = newRequest([]string{l.eval, l.body, "1"}, true, args)
+	for _, body := range l.reload {
+		c.load = append(c.load, newRequest([]string{l.scriptLoad[0], l.scriptLoad[1], body}, false, nil).head...)
+		c.loadShas = append(c.loadShas, sha1Hex(body))
+	}
+	return c, nil
+}
+
+// setClock writes the clock argument of the calls for a batch written at
+// now. It allocates only while the buffers grow to their final size.
+func (c *libConn) setClock(now time.Time) {
+	c.stamp = appendPyTime(c.stamp[:0], now)
+	c.call.tail = append(redcon.AppendBulk(c.call.tail[:0], c.stamp), c.fixedTail...)
+	c.evalReq.tail = append(redcon.AppendBulk(c.evalReq.tail[:0], c.stamp), c.fixedTail...)
 }
 
 // appendCall appends the library's call for key: EVALSHA, or EVAL where
@@ -380,7 +446,7 @@ func (c *libConn) appendRetry(dst, key []byte) ([]byte, int) {
 	switch {
 	case c.lib.onNoScript == reloadThenEvalsha:
 		dst = append(dst, c.load...)
-		return c.call.appendTo(dst, key), 2
+		return c.call.appendTo(dst, key), len(c.loadShas) + 1
 	case c.lib.evalFirst:
 		return c.appendCall(dst, key), 1
 	}
@@ -415,6 +481,9 @@ func (w *worker) libBatch(st *runState, n int, now, sent time.Time) error {
 	c := w.lib
 	w.wbuf = w.wbuf[:0]
 	c.keys, c.ends = c.keys[:0], c.ends[:0]
+	if c.lib.clock {
+		c.setClock(now)
+	}
 	for range n {
 		k := w.nextKey()
 		c.keys = append(c.keys, k...)
@@ -484,7 +553,7 @@ func (w *worker) libRetry(sent time.Time) error {
 		return fmt.Errorf("write: %w", err)
 	}
 	arrived := time.Now()
-	// With SCRIPT LOAD first, a request's load reply comes before its
+	// With SCRIPT LOADs first, a request's load replies come before its
 	// call's; a failed load fails the request.
 	part, loadBad := 0, ""
 	for left > 0 {
@@ -502,9 +571,12 @@ func (w *worker) libRetry(sent time.Time) error {
 			continue
 		}
 		if part++; part < per {
-			if resp.Type == redcon.Error {
+			// The first failed load is the one reported.
+			switch {
+			case loadBad != "":
+			case resp.Type == redcon.Error:
 				loadBad = "SCRIPT LOAD after NOSCRIPT: " + string(resp.Data)
-			} else if string(resp.Data) != c.lib.sha {
+			case string(resp.Data) != c.loadShas[part-1]:
 				loadBad = "SCRIPT LOAD after NOSCRIPT answered " + describeBad(resp)
 			}
 			continue
