@@ -210,6 +210,10 @@ func TestWorkerBatchAllocatesNothing(t *testing.T) {
 		{"cl.throttle", "*5\r\n:0\r\n:100\r\n:99\r\n:-1\r\n:0\r\n"},
 		{"lua-gcra", "*5\r\n:1\r\n:100\r\n:0\r\n:12\r\n:1000\r\n"},
 		{"redis-rate", "*4\r\n:1\r\n:99\r\n$2\r\n-1\r\n$4\r\n0.01\r\n"},
+		{"fastify", "*2\r\n:1\r\n:1000\r\n"},
+		{"limits-fixed", ":1\r\n"},
+		// The clock argument is rewritten for every batch.
+		{"limits-moving", ":1\r\n"},
 	} {
 		w, st := newFakeWorker(t, tc.mode, tc.reply, 16)
 		allocs := testing.AllocsPerRun(200, func() {
