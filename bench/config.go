@@ -59,6 +59,10 @@ type Config struct {
 	// Progress, when set, receives a progress bar for runs expected to
 	// last longer than two seconds.
 	Progress io.Writer
+
+	// keySuffix ends every key; prepare sets it for a library that puts
+	// something after the caller's key.
+	keySuffix string
 }
 
 const (
@@ -132,9 +136,13 @@ func (c Config) prepare() (Config, *mode, error) {
 	if err := c.Limit.validate(); err != nil {
 		return c, m, err
 	}
+	c.keySuffix = ""
 	if m.lib != nil {
 		if _, err := m.lib.args(c.Limit); err != nil {
 			return c, m, err
+		}
+		if m.lib.keySuffix != nil {
+			c.keySuffix = m.lib.keySuffix(c.Limit)
 		}
 	}
 	return c, m, nil
@@ -146,9 +154,9 @@ type KeySplit struct {
 	Of, Index int
 }
 
-// shareOf returns the key numbers in [0, keys) whose key (prefix + number)
-// falls in the share, or nil for no split.
-func (s KeySplit) shareOf(prefix string, keys int) []uint64 {
+// shareOf returns the key numbers in [0, keys) whose key (prefix + number
+// + suffix) falls in the share, or nil for no split.
+func (s KeySplit) shareOf(prefix, suffix string, keys int) []uint64 {
 	if s.Of <= 1 {
 		return nil
 	}
@@ -156,6 +164,7 @@ func (s KeySplit) shareOf(prefix string, keys int) []uint64 {
 	key := []byte(prefix)
 	for n := range uint64(keys) {
 		key = strconv.AppendUint(key[:len(prefix)], n, 10)
+		key = append(key, suffix...)
 		if int(crc32.ChecksumIEEE(key)%uint32(s.Of)) == s.Index {
 			share = append(share, n)
 		}

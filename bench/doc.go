@@ -88,10 +88,40 @@
 //	                  EVALSHA SHA 1 rl:KEY windowMs; on NOSCRIPT SCRIPT LOAD
 //	                  and EVALSHA again. Reply {totalHits, ttl_ms}:
 //	                  totalHits > limit is refused. Cost must be 1.
+//	ulule             ulule/limiter v3.11.2's redis store (go-redis), as
+//	                  Increment(ctx, key, cost, rate) sends it: script load
+//	                  of its incr and peek scripts at the start, then
+//	                  evalsha SHA 1 limiter:KEY cost period_ms; on NOSCRIPT
+//	                  script load of both again and evalsha again. Reply
+//	                  {count, ttl_ms}: count > limit is refused. The period
+//	                  must be whole milliseconds.
+//	fastify           @fastify/rate-limit 11.2.0's RedisStore over ioredis:
+//	                  eval on a connection's first call, then
+//	                  evalsha SHA 1 fastify-rate-limit-KEY timeWindow_ms
+//	                  limit false false (continueExceeding and
+//	                  exponentialBackoff off, the defaults); on NOSCRIPT eval
+//	                  again. Reply {current, ttl_ms}: current > limit is
+//	                  refused. Whole milliseconds, cost 1.
+//	limits-fixed      Python limits 2.8.0 FixedWindowRateLimiter.hit over
+//	                  redis-py 4.3.4 (register_script):
+//	                  EVALSHA SHA 1 LIMITER/KEY/limit/multiples/granularity
+//	                  expiry_s cost, the key as RateLimitItem.key_for makes
+//	                  it (3600 s is "1/hour", 90 s "90/second"); on NOSCRIPT
+//	                  SCRIPT LOAD and EVALSHA again, and nothing loaded
+//	                  before. Reply: the count; count > limit is refused.
+//	                  The period must be whole seconds.
+//	limits-moving     limits' MovingWindowRateLimiter.hit, sent as
+//	                  limits-fixed is: EVALSHA SHA 1 LIMITER/KEY/... time
+//	                  limit expiry_s cost, time being time.time() as
+//	                  redis-py writes a float (repr, e.g. 1796140899.2078428),
+//	                  taken once per batch. Reply 1 (true) is allowed, nil
+//	                  (false) refused.
 //
 // The scripts are under scripts/ (a comment header naming their source,
-// then the exact text); testdata/libcapture holds what the libraries wrote
-// on the wire, which a test compares with what these modes write. Every
+// then the exact text); testdata/libcapture holds what redis_rate,
+// rate-limiter-flexible and rate-limit-redis wrote on the wire, which a
+// test compares with what these modes write (the other libraries' texts
+// are proved by internal/limiters, which runs the installed libraries). Every
 // reply is counted by its decision field; the first reply of each
 // connection and one in 32 after it have their whole shape checked, and a
 // reply of the wrong shape counts as an error. Result.ScriptFallbacks

@@ -311,7 +311,7 @@ func TestPeakInWindowAndExactLog(t *testing.T) {
 }
 
 func TestKeySplit(t *testing.T) {
-	s0, s1 := KeySplit{Of: 2, Index: 0}.shareOf("k:", 1000), KeySplit{Of: 2, Index: 1}.shareOf("k:", 1000)
+	s0, s1 := KeySplit{Of: 2, Index: 0}.shareOf("k:", "", 1000), KeySplit{Of: 2, Index: 1}.shareOf("k:", "", 1000)
 	if len(s0)+len(s1) != 1000 || len(s0) < 400 || len(s1) < 400 {
 		t.Fatalf("shares %d + %d", len(s0), len(s1))
 	}
@@ -320,7 +320,7 @@ func TestKeySplit(t *testing.T) {
 			t.Fatalf("key %d is in share 1 but owned by 0", n)
 		}
 	}
-	if (KeySplit{}).shareOf("k:", 10) != nil {
+	if (KeySplit{}).shareOf("k:", "", 10) != nil {
 		t.Fatal("no split must mean the whole key space")
 	}
 	_, err := Run(context.Background(), Config{Target: Target{Addr: "127.0.0.1:1"}, Mode: "ping", Split: KeySplit{Of: 2, Index: 2}})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,11 +18,16 @@ import (
 	"github.com/sluicehq/sluice/internal/sluicetest"
 )
 
-var libModes = []string{"redis-rate", "redis-rate-atmost", "rlflex", "rate-limit-redis"}
+var libModes = []string{"redis-rate", "redis-rate-atmost", "rlflex", "rate-limit-redis",
+	"ulule", "fastify", "limits-fixed", "limits-moving"}
 
 // The SHA1 of each script as the library computes it from its own source
 // (go-redis NewScript, ioredis Script, and what Redis answered to
 // rate-limit-redis's SCRIPT LOAD), recorded when the scripts were copied.
+// There are no wire captures of ulule/limiter, @fastify/rate-limit or
+// Python limits: their SHA1s are the ones their headers record, and
+// internal/limiters, which runs the installed libraries against Sluice and
+// requires these texts to have run natively, proves the texts are theirs.
 func TestLibScriptsAreTheLibrariesText(t *testing.T) {
 	for _, tc := range []struct {
 		name, body, sha, capture string
@@ -30,9 +36,17 @@ func TestLibScriptsAreTheLibrariesText(t *testing.T) {
 		{"rlflex incrTtl", rlflexLib.body, "a1de965f42e177aa339706bd580f049065eca79a", "rlflex"},
 		{"rate-limit-redis increment", rateLimitRedisLib.body, "895b92e1712734e1b464999be23953485475357b", "rate-limit-redis"},
 		{"rate-limit-redis get", rateLimitRedisLib.load[1], "6aeb97ed6086dcdeafdc6fda3999a0d0e38ec96a", "rate-limit-redis"},
+		{"ulule incr", ululeLib.body, "f74233f556d3f99c50b61169cf8aa8d5deb63fb2", ""},
+		{"ulule peek", ululeLib.load[1], "566f5c6a17e5fddb9a10bf389f754edd0d899c61", ""},
+		{"fastify incr", fastifyLib.body, "b8a19d47785922bb04e7a9fdb49e90d89be1b8af", ""},
+		{"limits incr_expire", limitsFixedLib.body, "628bd136a573a06b346879695681af12ccef300f", ""},
+		{"limits acquire_moving_window", limitsMovingLib.body, "d19f37c18768a509dbf1310a257bfc35be65609f", ""},
 	} {
 		if got := sha1Hex(tc.body); got != tc.sha {
 			t.Errorf("%s: SHA1 %s, the library's is %s (the embedded copy changed)", tc.name, got, tc.sha)
+		}
+		if tc.capture == "" {
+			continue
 		}
 		capture, err := os.ReadFile("testdata/libcapture/" + tc.capture + ".capture")
 		if err != nil {
@@ -176,6 +190,11 @@ func (p *recordingProxy) commands() ([][]byte, error) {
 // the NOSCRIPT path's commands are compared. Only the script commands are
 // compared: the libraries' connection handshakes (HELLO, CLIENT SETINFO)
 // are theirs, not the limiter's; sluice-bench must send nothing else.
+//
+// ulule, fastify, limits-fixed and limits-moving are not here: no capture
+// of those libraries exists, and one written by hand would prove nothing.
+// TestLibCommandShapes pins what those modes send, and internal/limiters
+// runs the installed libraries themselves.
 func TestLibModesSendWhatTheLibrariesSend(t *testing.T) {
 	s, rdb := startRedis(t)
 	ctx := context.Background()
@@ -259,6 +278,21 @@ func TestLibModeArguments(t *testing.T) {
 		{"rate-limit-redis", Limit{Period: 60}, "60000"},
 		{"rate-limit-redis", Limit{Period: 0.0005}, ""},
 		{"rate-limit-redis", Limit{Cost: 2}, ""},
+		{"ulule", Limit{}, "1 1000"}, // limiter.Get: count 1, 1 s in ms
+		{"ulule", Limit{Count: 5, Period: 60, Cost: 2}, "2 60000"},
+		{"ulule", Limit{Period: 0.0015}, ""}, // truncated by Milliseconds()
+		{"ulule", Limit{Period: 0.0005}, ""}, // 0 ms: no expiry
+		{"fastify", Limit{}, "1000 100 false false"},
+		{"fastify", Limit{Count: 5, Period: 60}, "60000 5 false false"},
+		{"fastify", Limit{Period: 0.0005}, ""},
+		{"fastify", Limit{Cost: 2}, ""},
+		{"limits-fixed", Limit{}, "1 1"},
+		{"limits-fixed", Limit{Count: 10, Period: 3600, Cost: 3}, "3600 3"},
+		{"limits-fixed", Limit{Period: 1.5}, ""},
+		{"limits-fixed", Limit{Period: 0.5}, ""},
+		{"limits-moving", Limit{}, "100 1 1"}, // after the clock
+		{"limits-moving", Limit{Count: 10, Period: 90, Cost: 3}, "10 90 3"},
+		{"limits-moving", Limit{Period: 2.5}, ""},
 	} {
 		m, err := lookupMode(tc.mode)
 		if err != nil {
@@ -276,9 +310,125 @@ func TestLibModeArguments(t *testing.T) {
 			t.Errorf("%s %+v: args %q, %v, %v; want %q", tc.mode, tc.lim, args, err, perr, tc.args)
 		}
 	}
-	cfg, _, err := Config{Target: Target{Addr: "127.0.0.1:1"}, Mode: "rlflex"}.prepare()
-	if err != nil || cfg.KeyPrefix != "rlflx:sluice-bench:rlflex:" {
-		t.Fatalf("key prefix %q, %v", cfg.KeyPrefix, err)
+	for _, tc := range []struct {
+		mode           string
+		lim            Limit
+		prefix, suffix string
+	}{
+		{"rlflex", Limit{}, "rlflx:sluice-bench:rlflex:", ""},
+		{"ulule", Limit{}, "limiter:sluice-bench:ulule:", ""},
+		{"fastify", Limit{}, "fastify-rate-limit-sluice-bench:fastify:", ""},
+		// RateLimitItem.key_for: the largest granularity that divides the
+		// period, as parse("100/second"), "10/hour", "5 per 90 seconds"
+		// and so on write it.
+		{"limits-fixed", Limit{}, "LIMITER/sluice-bench:limits-fixed:", "/100/1/second"},
+		{"limits-fixed", Limit{Count: 10, Period: 3600}, "LIMITER/sluice-bench:limits-fixed:", "/10/1/hour"},
+		{"limits-moving", Limit{Count: 5, Period: 90}, "LIMITER/sluice-bench:limits-moving:", "/5/90/second"},
+		{"limits-moving", Limit{Period: 2 * 86400}, "LIMITER/sluice-bench:limits-moving:", "/100/2/day"},
+		{"limits-moving", Limit{Period: 120}, "LIMITER/sluice-bench:limits-moving:", "/100/2/minute"},
+		{"limits-moving", Limit{Period: 3 * 2592000}, "LIMITER/sluice-bench:limits-moving:", "/100/3/month"},
+		{"limits-moving", Limit{Period: 31104000}, "LIMITER/sluice-bench:limits-moving:", "/100/1/year"},
+	} {
+		cfg, _, err := Config{Target: Target{Addr: "127.0.0.1:1"}, Mode: tc.mode, Limit: tc.lim}.prepare()
+		if err != nil || cfg.KeyPrefix != tc.prefix || cfg.keySuffix != tc.suffix {
+			t.Errorf("%s %+v: key prefix %q, suffix %q, %v; want %q, %q", tc.mode, tc.lim, cfg.KeyPrefix, cfg.keySuffix, err, tc.prefix, tc.suffix)
+		}
+	}
+}
+
+// commandArgs parses encoded commands into their arguments, one
+// space-separated line per command.
+func commandArgs(t *testing.T, raw []byte) []string {
+	t.Helper()
+	var out []string
+	for len(raw) > 0 {
+		complete, args, _, left, err := redcon.ReadNextCommand(raw, nil)
+		if err != nil || !complete {
+			t.Fatalf("not complete commands: %q (%v)", clip(raw), err)
+		}
+		var parts []string
+		for _, a := range args {
+			parts = append(parts, string(a))
+		}
+		out = append(out, strings.Join(parts, " "))
+		raw = left
+	}
+	return out
+}
+
+// What the modes without a capture send, on a connection's first call, a
+// later one, and after NOSCRIPT, each as its library's source sends it
+// (see the libScripts' comments).
+func TestLibCommandShapes(t *testing.T) {
+	clock := time.Unix(1796140899, 207842816)
+	lim := libDefaults(Limit{})
+	for _, tc := range []struct {
+		mode                string
+		first, later, retry []string
+	}{
+		{"ulule",
+			[]string{"evalsha " + ululeLib.sha + " 1 K 1 1000"},
+			[]string{"evalsha " + ululeLib.sha + " 1 K 1 1000"},
+			[]string{"script load " + ululeLib.load[0], "script load " + ululeLib.load[1], "evalsha " + ululeLib.sha + " 1 K 1 1000"}},
+		{"fastify",
+			[]string{"eval " + fastifyLib.body + " 1 K 1000 100 false false"},
+			[]string{"evalsha " + fastifyLib.sha + " 1 K 1000 100 false false"},
+			[]string{"eval " + fastifyLib.body + " 1 K 1000 100 false false"}},
+		{"limits-fixed",
+			[]string{"EVALSHA " + limitsFixedLib.sha + " 1 K 1 1"},
+			[]string{"EVALSHA " + limitsFixedLib.sha + " 1 K 1 1"},
+			[]string{"SCRIPT LOAD " + limitsFixedLib.body, "EVALSHA " + limitsFixedLib.sha + " 1 K 1 1"}},
+		{"limits-moving",
+			[]string{"EVALSHA " + limitsMovingLib.sha + " 1 K 1796140899.2078428 100 1 1"},
+			[]string{"EVALSHA " + limitsMovingLib.sha + " 1 K 1796140899.2078428 100 1 1"},
+			[]string{"SCRIPT LOAD " + limitsMovingLib.body, "EVALSHA " + limitsMovingLib.sha + " 1 K 1796140899.2078428 100 1 1"}},
+	} {
+		m, _ := lookupMode(tc.mode)
+		c, err := newLibConn(m.lib, lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.lib.clock {
+			c.setClock(clock)
+		}
+		key := []byte("K")
+		first := commandArgs(t, c.appendCall(nil, key))
+		later := commandArgs(t, c.appendCall(nil, key))
+		c.noScript()
+		raw, replies := c.appendRetry(nil, key)
+		retry := commandArgs(t, raw)
+		if replies != len(tc.retry) {
+			t.Errorf("%s: the retry waits for %d replies, sends %d commands", tc.mode, replies, len(tc.retry))
+		}
+		for _, part := range []struct {
+			name      string
+			got, want []string
+		}{{"first", first, tc.first}, {"later", later, tc.later}, {"after NOSCRIPT", retry, tc.retry}} {
+			if strings.Join(part.got, "\n") != strings.Join(part.want, "\n") {
+				t.Errorf("%s %s call:\n sent %q\n want %q", tc.mode, part.name, part.got, part.want)
+			}
+		}
+	}
+}
+
+// appendPyTime writes what Python's repr(time.time()) prints at the same
+// instant (values from CPython 3.11, time.time() being ns / 1e9).
+func TestAppendPyTime(t *testing.T) {
+	for _, tc := range []struct {
+		ns   int64
+		want string
+	}{
+		{1796140899207842816, "1796140899.2078428"},
+		{1796140899000000000, "1796140899.0"},
+		{1718000000500000000, "1718000000.5"},
+		{1718000000123000000, "1718000000.1230001"},
+		{1700000000000000001, "1700000000.0"},
+		{1799999999999999999, "1800000000.0"},
+		{1500000000, "1.5"},
+	} {
+		if got := string(appendPyTime([]byte("x"), time.Unix(0, tc.ns))); got != "x"+tc.want {
+			t.Errorf("%d: %q, want %q", tc.ns, got, "x"+tc.want)
+		}
 	}
 }
 
@@ -298,6 +448,10 @@ func TestLibDecideRejectsBadShapes(t *testing.T) {
 		"redis-rate-atmost": {"*4\r\n:1\r\n:0\r\n$2\r\n-1\r\n$4\r\n0.01\r\n", "*4\r\n:0\r\n:0\r\n$4\r\n0.25\r\n$3\r\n1.5\r\n"},
 		"rlflex":            {"*2\r\n:1\r\n:1000\r\n", "*2\r\n:101\r\n:3\r\n"},
 		"rate-limit-redis":  {"*2\r\n:1\r\n:1000\r\n", "*2\r\n:101\r\n:999\r\n"},
+		"ulule":             {"*2\r\n:1\r\n:1000\r\n", "*2\r\n:101\r\n:999\r\n"},
+		"fastify":           {"*2\r\n:1\r\n:1000\r\n", "*2\r\n:101\r\n:0\r\n"},
+		"limits-fixed":      {":1\r\n", ":101\r\n"},
+		"limits-moving":     {":1\r\n", "$-1\r\n"},
 	}
 	bad := map[string][]string{
 		"redis-rate": {
@@ -317,10 +471,28 @@ func TestLibDecideRejectsBadShapes(t *testing.T) {
 		},
 		"rlflex":           {"*2\r\n:0\r\n:1000\r\n", "*2\r\n:1\r\n:1001\r\n", "*2\r\n:1\r\n:-1\r\n", "*1\r\n:1\r\n", "*2\r\n$1\r\n1\r\n:1\r\n"},
 		"rate-limit-redis": {"*2\r\n:0\r\n:1000\r\n", "*2\r\n:1\r\n:-2\r\n", "*2\r\n*0\r\n:1\r\n", "$-1\r\n"},
+		"ulule": {
+			"*2\r\n:0\r\n:1000\r\n",       // count below the cost
+			"*2\r\n:1\r\n:1001\r\n",       // TTL beyond the period
+			"*2\r\n:5\r\n:-1\r\n",         // no expiry
+			"*3\r\n:1\r\n:1000\r\n:0\r\n", // three fields
+			"*2\r\n$1\r\n1\r\n:1000\r\n",  // count as a string
+		},
+		"fastify": {"*2\r\n:0\r\n:1000\r\n", "*2\r\n:1\r\n:-2\r\n", "*2\r\n:2\r\n:1001\r\n", "*1\r\n:1\r\n", "*2\r\n:1\r\n$4\r\n1000\r\n"},
+		"limits-fixed": {
+			":0\r\n",       // below the cost
+			":-3\r\n",      // negative
+			"$1\r\n1\r\n",  // a string
+			"*1\r\n:1\r\n", // an array
+		},
+		"limits-moving": {":0\r\n", ":2\r\n", "$1\r\n1\r\n", "$0\r\n\r\n", "*1\r\n:1\r\n", "*2\r\n:1\r\n:1\r\n"},
 	}
 	common := []string{"-ERR unknown command 'evalsha'\r\n", "+OK\r\n", ":1\r\n", "*-1\r\n", "*0\r\n", "$-1\r\n"}
 	for _, name := range libModes {
 		m, _ := lookupMode(name)
+		if len(good[name]) != 2 || len(bad[name]) == 0 {
+			t.Errorf("%s: no good and bad replies to test", name)
+		}
 		for i, s := range good[name] {
 			out, why := m.lib.decide(parse(s), lim, true)
 			if want := []outcome{outAllowed, outLimited}[i]; out != want {
@@ -328,6 +500,9 @@ func TestLibDecideRejectsBadShapes(t *testing.T) {
 			}
 		}
 		for _, s := range append(bad[name], common...) {
+			if slices.Contains(good[name], s) {
+				continue // limits answers a bare 1, and limits-moving nil
+			}
 			if out, why := m.lib.decide(parse(s), lim, true); out != outError || why == "" {
 				t.Errorf("%s %q: outcome %d %q, want an error with a message", name, s, out, why)
 			}
@@ -357,16 +532,27 @@ func scriptingMissing(t *testing.T, addr string) string {
 type libExact struct {
 	lim              Limit
 	allowed, counter int64 // counter: the key's value after the run; -1: not an integer
+	// list, when positive, is the length of the list the key holds instead
+	// of a string.
+	list int64
 }
 
 var libExactRuns = map[string]libExact{
 	// Rate 10 per hour, burst 10, cost 3: room for 3 calls of 3 (the 4th
 	// would need 12 units of 10), the TAT left as a float.
-	"redis-rate": {Limit{Count: 10, Period: 3600, Cost: 3}, 3, -1},
+	"redis-rate": {lim: Limit{Count: 10, Period: 3600, Cost: 3}, allowed: 3, counter: -1},
 	// The same, granting what is left: 3, 3, 3, then the last 1.
-	"redis-rate-atmost": {Limit{Count: 10, Period: 3600, Cost: 3}, 4, -1},
-	"rlflex":            {Limit{Count: 10, Period: 3600}, 10, 50}, // every call counts, refused or not
-	"rate-limit-redis":  {Limit{Count: 10, Period: 3600}, 10, 50},
+	"redis-rate-atmost": {lim: Limit{Count: 10, Period: 3600, Cost: 3}, allowed: 4, counter: -1},
+	"rlflex":            {lim: Limit{Count: 10, Period: 3600}, allowed: 10, counter: 50}, // every call counts, refused or not
+	"rate-limit-redis":  {lim: Limit{Count: 10, Period: 3600}, allowed: 10, counter: 50},
+	// Cost 2: 2, 4, ... 10 admitted, then 12 to 100 refused.
+	"ulule":   {lim: Limit{Count: 10, Period: 3600, Cost: 2}, allowed: 5, counter: 100},
+	"fastify": {lim: Limit{Count: 10, Period: 3600}, allowed: 10, counter: 50},
+	// Cost 3: 3, 6, 9 admitted, then 12 to 150 refused.
+	"limits-fixed": {lim: Limit{Count: 10, Period: 3600, Cost: 3}, allowed: 3, counter: 150},
+	// Cost 3: three hits push 9 entries; the 4th finds entry 7 (limit -
+	// amount) inside the window and every later one too.
+	"limits-moving": {lim: Limit{Count: 10, Period: 3600, Cost: 3}, allowed: 3, counter: -1, list: 9},
 }
 
 // The library modes run on both servers without an error reply, count one
@@ -425,15 +611,20 @@ func TestLibModesRunOnBothServers(t *testing.T) {
 					}
 					m, _ := lookupMode(mode)
 					key := m.lib.keyPrefix + prefix + "0"
+					if m.lib.keySuffix != nil {
+						key += m.lib.keySuffix(libDefaults(ex.lim))
+					}
 					ttl := srv.rdb.PTTL(ctx, key).Val()
 					if ttl <= 0 || ttl > time.Hour {
 						t.Errorf("%s: PTTL %v, want within the hour", key, ttl)
 					}
-					v, err := srv.rdb.Get(ctx, key).Result()
-					if err != nil {
+					if ex.list > 0 {
+						if n, err := srv.rdb.LLen(ctx, key).Result(); err != nil || n != ex.list {
+							t.Errorf("LLEN %s = %d, %v; want %d", key, n, err, ex.list)
+						}
+					} else if v, err := srv.rdb.Get(ctx, key).Result(); err != nil {
 						t.Fatalf("GET %s: %v", key, err)
-					}
-					if ex.counter >= 0 && v != fmt.Sprint(ex.counter) {
+					} else if ex.counter >= 0 && v != fmt.Sprint(ex.counter) {
 						t.Errorf("GET %s = %q, want %d", key, v, ex.counter)
 					}
 					if srv.name == "redis" {

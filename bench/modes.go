@@ -145,6 +145,10 @@ var modes = []mode{
 	{name: "redis-rate-atmost", family: "redis-rate-atmost", native: KindAny, command: "redis_rate allowAtMost", keyed: true, decision: true, args: noArgs, lib: redisRateAtMostLib},
 	{name: "rlflex", family: "rlflex", native: KindAny, command: "rate-limiter-flexible incrTtl", keyed: true, decision: true, args: noArgs, lib: rlflexLib},
 	{name: "rate-limit-redis", family: "rate-limit-redis", native: KindAny, command: "rate-limit-redis increment", keyed: true, decision: true, args: noArgs, lib: rateLimitRedisLib},
+	{name: "ulule", family: "ulule", native: KindAny, command: "ulule/limiter incr", keyed: true, decision: true, args: noArgs, lib: ululeLib},
+	{name: "fastify", family: "fastify", native: KindAny, command: "@fastify/rate-limit incr", keyed: true, decision: true, args: noArgs, lib: fastifyLib},
+	{name: "limits-fixed", family: "limits-fixed", native: KindAny, command: "limits incr_expire", keyed: true, decision: true, args: noArgs, lib: limitsFixedLib},
+	{name: "limits-moving", family: "limits-moving", native: KindAny, command: "limits acquire_moving_window", keyed: true, decision: true, args: noArgs, lib: limitsMovingLib},
 }
 
 // ModeNames lists every mode name, in table order.

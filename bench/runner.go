@@ -158,14 +158,14 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	var sha string
 	if m.script != "" {
-		if sha, err = loadScript(conns[0], m.command, m.script, cfg.Timeout); err != nil {
+		if sha, err = loadScript(conns[0], scriptLoadUpper, m.command, m.script, cfg.Timeout); err != nil {
 			return fail(fmt.Errorf("%s %s: %w", res.Target, cfg.Target.Addr, err))
 		}
 	}
 	if m.lib != nil {
 		// What the library does when it starts: nothing, or SCRIPT LOAD.
 		for _, body := range m.lib.load {
-			if _, err := loadScript(conns[0], m.name, body, cfg.Timeout); err != nil {
+			if _, err := loadScript(conns[0], m.lib.scriptLoad, m.name, body, cfg.Timeout); err != nil {
 				return fail(fmt.Errorf("%s %s: %w", res.Target, cfg.Target.Addr, err))
 			}
 		}
@@ -185,7 +185,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			return fail(fmt.Errorf("%s %s: %w", res.Target, cfg.Target.Addr, err))
 		}
 	}
-	share := cfg.Split.shareOf(cfg.KeyPrefix, cfg.Keys)
+	share := cfg.Split.shareOf(cfg.KeyPrefix, cfg.keySuffix, cfg.Keys)
 	if cfg.Split.Of > 1 && len(share) == 0 && cfg.Hot < 1 {
 		return fail(fmt.Errorf("none of the %d keys falls in share %d of %d", cfg.Keys, cfg.Split.Index, cfg.Split.Of))
 	}
@@ -354,13 +354,15 @@ func secure(c net.Conn, t Target, timeout time.Duration) (net.Conn, error) {
 	return c, nil
 }
 
-func loadScript(c net.Conn, name, script string, timeout time.Duration) (string, error) {
+// loadScript sends SCRIPT LOAD, spelled as verb, and checks the SHA1 it
+// answers.
+func loadScript(c net.Conn, verb [2]string, name, script string, timeout time.Duration) (string, error) {
 	sum := sha1.Sum([]byte(script))
 	want := hex.EncodeToString(sum[:])
 	c.SetDeadline(time.Now().Add(timeout))
 	defer c.SetDeadline(time.Time{})
 	rd := newReplyReader(4096)
-	resp, err := roundTrip(c, &rd, "SCRIPT", "LOAD", script)
+	resp, err := roundTrip(c, &rd, verb[0], verb[1], script)
 	if err != nil {
 		return "", fmt.Errorf("SCRIPT LOAD %s: %w", name, err)
 	}
@@ -416,8 +418,9 @@ type worker struct {
 	hot      float64
 	share    []uint64 // with a key split: the key numbers to draw from
 
-	key       []byte // prefix, then the key's suffix
+	key       []byte // prefix, then the key's number and suffix
 	prefixLen int
+	suffix    string // what a library puts after the caller's key
 	hotKey    []byte
 	wbuf      []byte
 	rd        replyReader
@@ -446,9 +449,10 @@ func newWorker(i int, c net.Conn, cfg Config, req request) *worker {
 		rng:       rand.New(rand.NewPCG(cfg.Seed, uint64(i))),
 		keys:      uint64(cfg.Keys),
 		hot:       cfg.Hot,
-		key:       make([]byte, len(cfg.KeyPrefix), len(cfg.KeyPrefix)+24),
+		key:       make([]byte, len(cfg.KeyPrefix), len(cfg.KeyPrefix)+24+len(cfg.keySuffix)),
 		prefixLen: len(cfg.KeyPrefix),
-		hotKey:    []byte(cfg.KeyPrefix + "hot"),
+		suffix:    cfg.keySuffix,
+		hotKey:    []byte(cfg.KeyPrefix + "hot" + cfg.keySuffix),
 		rd:        newReplyReader(64 << 10),
 		hist:      hdrhistogram.New(histMin, histMax, histDigits),
 	}
@@ -469,6 +473,7 @@ func (w *worker) nextKey() []byte {
 		n = w.share[w.rng.Uint64N(uint64(len(w.share)))]
 	}
 	w.key = strconv.AppendUint(w.key[:w.prefixLen], n, 10)
+	w.key = append(w.key, w.suffix...)
 	return w.key
 }
 

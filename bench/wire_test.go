@@ -194,6 +194,11 @@ func newFakeWorker(t testing.TB, modeName string, reply string, pipeline int) (*
 	fc := &fakeConn{reply: []byte(reply)}
 	fc.pending.Grow(64 << 10)
 	w := newWorker(0, fc, cfg, m.request(cfg.Limit, "0123456789012345678901234567890123456789"))
+	if m.lib != nil {
+		if w.lib, err = newLibConn(m.lib, cfg.Limit); err != nil {
+			t.Fatal(err)
+		}
+	}
 	st := &runState{done: make(chan struct{}), timeout: time.Minute, decision: m.decision}
 	return w, st
 }
@@ -204,6 +209,11 @@ func TestWorkerBatchAllocatesNothing(t *testing.T) {
 		{"incr", ":7\r\n"},
 		{"cl.throttle", "*5\r\n:0\r\n:100\r\n:99\r\n:-1\r\n:0\r\n"},
 		{"lua-gcra", "*5\r\n:1\r\n:100\r\n:0\r\n:12\r\n:1000\r\n"},
+		{"redis-rate", "*4\r\n:1\r\n:99\r\n$2\r\n-1\r\n$4\r\n0.01\r\n"},
+		{"fastify", "*2\r\n:1\r\n:1000\r\n"},
+		{"limits-fixed", ":1\r\n"},
+		// The clock argument is rewritten for every batch.
+		{"limits-moving", ":1\r\n"},
 	} {
 		w, st := newFakeWorker(t, tc.mode, tc.reply, 16)
 		allocs := testing.AllocsPerRun(200, func() {

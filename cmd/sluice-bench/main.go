@@ -111,7 +111,7 @@ Flags:
 	fs.Float64Var(&o.rate, "rate", 0, "open loop: total requests/s per run, latency from intended send time (0: closed loop)")
 	fs.IntVar(&o.keys, "keys", 10000, "distinct keys, chosen uniformly")
 	fs.Float64Var(&o.hot, "hot", 0, "fraction of requests (0..1) on one hot key")
-	fs.StringVar(&o.modes, "t", "gcra", "modes or families, comma-separated: "+strings.Join(bench.ModeNames(), ", ")+"; families: ping, incr, gcra, sliding-window, fixed-window, sliding-log; limiter libraries' scripts, sent as they send them: redis-rate, rlflex, rate-limit-redis")
+	fs.StringVar(&o.modes, "t", "gcra", "modes or families, comma-separated: "+strings.Join(bench.ModeNames(), ", ")+"; families: ping, incr, gcra, sliding-window, fixed-window, sliding-log; limiter libraries' scripts, sent as they send them: redis-rate, redis-rate-atmost, rlflex, rate-limit-redis, ulule, fastify, limits-fixed, limits-moving")
 	fs.StringVar(&o.jsonPath, "json", "", "write results as JSON to this file")
 	fs.StringVar(&o.plotPath, "plot", "", "write charts (decisions/s and latency per target) as PNG files named after this path")
 	fs.StringVar(&o.csvPath, "csv", "", "write results as CSV to this file")
