@@ -90,7 +90,7 @@ func startAccel(t *testing.T, on bool) (*sluicetest.Server, *sluicetest.RawConn)
 }
 
 func TestAcceleratedScriptsMatchInterpreterAndRedis(t *testing.T) {
-	steps, seed, _ := difftest.Settings(16000)
+	steps, seed, _ := difftest.Settings(28000)
 	native, nc := startAccel(t, true)
 	interp, ic := startAccel(t, false)
 	rd := sluicetest.StartRedis(t)
