@@ -64,6 +64,7 @@ type client struct {
 
 	rbuf       []byte
 	start, end int
+	scan       reqScan // of the request at rbuf[start:]
 	args       [][]byte
 	out        []byte
 	batch      engine.Batch
@@ -164,11 +165,34 @@ func nextCommand(packet []byte, argsbuf [][]byte) (complete bool, args [][]byte,
 
 // process runs every complete command in the read buffer as one pipeline.
 func (c *client) process() {
-	packet := c.rbuf[c.start:c.end]
 	used := 0
 	count := 0
-	for len(packet) > 0 && !c.quit {
-		complete, args, leftover, err := nextCommand(packet, c.args[used:])
+	for c.start < c.end && !c.quit {
+		n, err := c.scan.next(c.rbuf[c.start:c.end], c.authed, c.s.cfg.ProtoMaxBulkLen)
+		if err == nil && n == 0 {
+			if c.scan.dropping() {
+				// A refused request's bytes are let go as they come.
+				c.start += c.scan.pos
+				c.scan.dropped(c.scan.pos)
+			}
+			break
+		}
+		var args [][]byte
+		if err == nil {
+			req := c.rbuf[c.start : c.start+n]
+			c.start += n
+			if c.scan.takeRefused() {
+				count++
+				c.reject(errArgTooLarge)
+				continue
+			}
+			var complete bool
+			var leftover []byte
+			complete, args, leftover, err = nextCommand(req, c.args[used:])
+			if err == nil && (!complete || len(leftover) > 0) {
+				err = errProtoRequest // the scan and the parser disagree
+			}
+		}
 		if err != nil {
 			c.flushBatch()
 			msg := err.Error()
@@ -179,10 +203,6 @@ func (c *client) process() {
 			c.quit = true // Redis closes the connection after a protocol error
 			break
 		}
-		if !complete {
-			break
-		}
-		packet = leftover
 		if len(args) > 0 && len(c.args) > used && &args[0] == &c.args[used] {
 			used += len(args)
 		}
@@ -197,7 +217,6 @@ func (c *client) process() {
 	}
 	c.flushBatch()
 	c.s.commandsN.Add(int64(count))
-	c.start = c.end - len(packet)
 	if c.start == c.end {
 		c.start, c.end = 0, 0
 	}

@@ -1,0 +1,197 @@
+package server_test
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/sluicetest"
+	"github.com/sluicehq/sluice/server"
+)
+
+// rawExchange writes input on a fresh connection to network/addr, then
+// reads until the server closes the connection or stays silent for
+// 300 ms, and returns what came back.
+func rawExchange(t *testing.T, network, addr string, input []byte) string {
+	t.Helper()
+	c, err := net.DialTimeout(network, addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write(input); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	var out []byte
+	buf := make([]byte, 4096)
+	for {
+		c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		n, err := c.Read(buf)
+		out = append(out, buf[:n]...)
+		if err != nil {
+			return string(out)
+		}
+	}
+}
+
+// The protocol limits as Redis 7 applies them, before and after AUTH:
+// the same bytes to redis-server (requirepass set) and to Sluice (the same
+// password), replies compared byte for byte. Each case is one connection;
+// the server answers the error and closes it.
+func TestProtocolLimitsMatchRedis(t *testing.T) {
+	const pass = "s3cret"
+	ts := sluicetest.Start(t, sluicetest.Options{Server: server.Config{RequirePass: pass}})
+	rd := sluicetest.StartRedis(t, "--requirepass", pass)
+	auth := "*2\r\n$4\r\nAUTH\r\n$6\r\n" + pass + "\r\n"
+	big := strings.Repeat("x", 70<<10)
+	for _, tc := range []struct{ name, input string }{
+		{"unauthenticated multibulk of 11", "*11\r\n"},
+		{"unauthenticated multibulk of 10 is read", "*10\r\n$4\r\nPING\r\n"},
+		{"unauthenticated bulk of 16385", "*2\r\n$3\r\nSET\r\n$16385\r\n"},
+		{"unauthenticated bulk of 400 MB", "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$400000000\r\n"},
+		{"unauthenticated bulk of 16384 is read", "*1\r\n$16384\r\n"},
+		{"multibulk count not a number", "*abc\r\n"},
+		{"multibulk count too large", auth + "*2147483648\r\n"},
+		{"bulk length negative", auth + "*1\r\n$-5\r\n"},
+		{"bulk length not a number", auth + "*1\r\n$x\r\n"},
+		{"bulk length past proto-max-bulk-len", auth + "*1\r\n$600000000\r\n"},
+		{"no $ before a bulk", auth + "*1\r\n+PING\r\n"},
+		{"inline request of 70 KiB", big},
+		{"inline request of 70 KiB after AUTH", auth + big},
+		{"multibulk count line of 70 KiB", "*" + big},
+		{"bulk length line of 70 KiB", auth + "*1\r\n$" + big},
+		{"unauthenticated command", "*1\r\n$4\r\nPING\r\n"},
+		{"empty multibulk, then a command", auth + "*0\r\n*1\r\n$4\r\nPING\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := rawExchange(t, rd.Network, rd.Addr, []byte(tc.input))
+			got := rawExchange(t, "tcp", ts.Addr, []byte(tc.input))
+			if got != want {
+				t.Fatalf("sluice %q\n redis %q", got, want)
+			}
+		})
+	}
+}
+
+// An unauthenticated client's huge bulk is refused when its length is
+// read: the reply comes before any of its bytes are sent, and the server
+// does not wait for them.
+func TestUnauthenticatedBulkRefusedAtItsLength(t *testing.T) {
+	ts := sluicetest.Start(t, sluicetest.Options{Server: server.Config{RequirePass: "pw"}})
+	c := sluicetest.DialRaw(t, "tcp", ts.Addr)
+	c.Conn().SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Conn().Write([]byte("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$400000000\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	reply, err := sluicetest.ReadReply(bufio.NewReader(c.Conn()))
+	if err != nil || string(reply) != "-ERR Protocol error: unauthenticated bulk length\r\n" {
+		t.Fatalf("%q %v", reply, err)
+	}
+}
+
+// An authenticated SET of a 64 MiB value, past the largest value Sluice
+// stores, is answered an error once its bytes have come, without holding
+// them: the server's heap stays far below the value's size, and the
+// connection goes on.
+func TestLargeArgumentDroppedAsItArrives(t *testing.T) {
+	ts := sluicetest.Start(t, sluicetest.Options{})
+	c := sluicetest.DialRaw(t, "tcp", ts.Addr)
+	const size = 64 << 20
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	conn := c.Conn()
+	conn.SetDeadline(time.Now().Add(60 * time.Second))
+	fmt.Fprintf(conn, "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$%d\r\n", size)
+	chunk := bytes.Repeat([]byte("v"), 1<<20)
+	var peak uint64
+	for sent := 0; sent < size; sent += len(chunk) {
+		if _, err := conn.Write(chunk); err != nil {
+			t.Fatal(err)
+		}
+		if sent%(8<<20) == 0 {
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			peak = max(peak, m.HeapInuse)
+		}
+	}
+	if _, err := io.WriteString(conn, "\r\n*1\r\n$4\r\nPING\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(conn)
+	for _, want := range []string{"-ERR value too large: a key plus its value may take at most 1 MiB\r\n", "+PONG\r\n"} {
+		if got, err := sluicetest.ReadReply(r); err != nil || string(got) != want {
+			t.Fatalf("%q %v, want %q", got, err, want)
+		}
+	}
+	if got := c.Do(t, "EXISTS", "k"); got != ":0\r\n" {
+		t.Fatalf("EXISTS k: %q", got)
+	}
+	if grew := int64(peak) - int64(before.HeapInuse); grew > size/4 {
+		t.Fatalf("the heap grew by %d bytes while a %d-byte argument arrived", grew, size)
+	}
+}
+
+// The scan finds the same request boundaries as the parser however the
+// bytes are split across reads: a pipeline of random requests (multibulk
+// and inline, with empty and binary arguments) fed in random pieces, each
+// reply compared with the same pipeline sent whole to another server.
+func TestRequestsSplitAnywhere(t *testing.T) {
+	ts, ts2 := sluicetest.Start(t, sluicetest.Options{}), sluicetest.Start(t, sluicetest.Options{})
+	r := rand.New(rand.NewPCG(7, 7))
+	var pipe bytes.Buffer
+	n := 0
+	for i := range 300 {
+		switch r.IntN(4) {
+		case 0:
+			fmt.Fprintf(&pipe, "PING\r\n")
+		case 1:
+			v := strings.Repeat("\r\n$*", r.IntN(50))
+			fmt.Fprintf(&pipe, "*3\r\n$3\r\nSET\r\n$%d\r\nk%d\r\n$%d\r\n%s\r\n", len(fmt.Sprint("k", i%7)), i%7, len(v), v)
+		case 2:
+			fmt.Fprintf(&pipe, "*2\r\n$3\r\nGET\r\n$%d\r\nk%d\r\n", len(fmt.Sprint("k", i%7)), i%7)
+		default:
+			fmt.Fprintf(&pipe, "*2\r\n$4\r\nECHO\r\n$0\r\n\r\n")
+		}
+		n++
+	}
+	whole := readReplies(t, ts.Addr, pipe.Bytes(), n, func(c net.Conn, b []byte) { c.Write(b) })
+	pieces := readReplies(t, ts2.Addr, pipe.Bytes(), n, func(c net.Conn, b []byte) {
+		for len(b) > 0 {
+			k := min(len(b), 1+r.IntN(9))
+			c.Write(b[:k])
+			b = b[k:]
+			if r.IntN(20) == 0 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+	})
+	if whole != pieces {
+		t.Fatalf("whole and in pieces differ:\n%q\n%q", whole, pieces)
+	}
+}
+
+func readReplies(t *testing.T, addr string, input []byte, n int, send func(net.Conn, []byte)) string {
+	t.Helper()
+	c := sluicetest.DialRaw(t, "tcp", addr)
+	c.Conn().SetDeadline(time.Now().Add(30 * time.Second))
+	go send(c.Conn(), input)
+	r := bufio.NewReader(c.Conn())
+	var out []byte
+	for range n {
+		reply, err := sluicetest.ReadReply(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, reply...)
+	}
+	return string(out)
+}
