@@ -99,7 +99,14 @@ func newClient(s *Server, nc net.Conn) *client {
 }
 
 // interrupt wakes a connection blocked in Read so that it notices Close.
-func (c *client) interrupt() { c.nc.SetReadDeadline(time.Now()) }
+//
+// Its writes get until the drain bound: replies already owed go out to a
+// client that reads them, and a client that never reads (its socket's
+// buffer full) cannot hold the shutdown up past the bound.
+func (c *client) interrupt() {
+	c.nc.SetReadDeadline(time.Now())
+	c.nc.SetWriteDeadline(time.Now().Add(ShutdownDrain))
+}
 
 func (c *client) serve() {
 	defer c.nc.Close()

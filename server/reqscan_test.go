@@ -195,3 +195,34 @@ func readReplies(t *testing.T, addr string, input []byte, n int, send func(net.C
 	}
 	return string(out)
 }
+
+// A client that pipelines and never reads cannot hold a shutdown up: the
+// server's blocked write gets the drain bound, then the connection is cut
+// and Close returns (it waited for the client to leave before).
+func TestCloseWithAClientThatNeverReads(t *testing.T) {
+	ts := sluicetest.Start(t, sluicetest.Options{})
+	ts.Do(t, "SET", "big", strings.Repeat("v", 512<<10))
+	c, err := net.Dial("tcp", ts.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// 400 GETs of 512 KiB owe 200 MiB of replies, far past what the
+	// sockets' buffers take: the server blocks writing them.
+	go func() {
+		get := []byte("*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n")
+		for range 400 {
+			if _, err := c.Write(get); err != nil {
+				return
+			}
+		}
+	}()
+	time.Sleep(300 * time.Millisecond) // the server is blocked in its write by now
+	closed := make(chan struct{})
+	go func() { ts.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(server.ShutdownDrain + 10*time.Second):
+		t.Fatalf("Close still waiting %v after it began, for a client that never reads", server.ShutdownDrain+10*time.Second)
+	}
+}

@@ -336,6 +336,10 @@ func (s *Server) accept(nc net.Conn) {
 // Close stops accepting, lets every connection finish the pipeline it is
 // executing and flush its replies, closes the connections, stops the
 // sweeper, and waits for all of them.
+// ShutdownDrain bounds how long Close waits for a connection to take the
+// replies it is owed: past it, a client that does not read is cut off.
+const ShutdownDrain = 2 * time.Second
+
 func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closing {
