@@ -21,7 +21,20 @@ const (
 	flagLoading                      // allowed while loading
 	flagStale                        // allowed on a stale replica
 	flagNoScript
+	// flagBigReply: the reply may hold a whole collection or key space
+	// (KEYS, HGETALL, LRANGE...). A batch holds few of these at once
+	// (maxBigReplies), so that a pipeline of them is answered a few at a
+	// time rather than all built before any is written.
+	flagBigReply
 )
+
+// maxBigReplies bounds the big-reply commands in one engine batch.
+const maxBigReplies = 8
+
+// bigReplyCommands are the commands flagged flagBigReply: one place.
+var bigReplyCommands = []string{"keys", "hgetall", "hkeys", "hvals", "smembers", "sinter", "sunion", "sdiff",
+	"lrange", "zrange", "zrangebyscore", "zrangebylex", "zrevrange", "zrevrangebyscore", "zrevrangebylex",
+	"zinter", "zunion", "zdiff", "sort", "sort_ro", "mget", "hrandfield", "srandmember", "zrandmember"}
 
 var flagNames = []struct {
 	f    cmdFlag
@@ -221,6 +234,11 @@ var (
 func init() {
 	for _, c := range commandList() {
 		commands[c.name] = c
+	}
+	for _, name := range bigReplyCommands {
+		if c := commands[name]; c != nil {
+			c.flags |= flagBigReply
+		}
 	}
 	aclTopCommands = sortedCommands()
 	for _, c := range aclTopCommands {

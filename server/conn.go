@@ -65,6 +65,7 @@ type client struct {
 	rbuf       []byte
 	start, end int
 	scan       reqScan // of the request at rbuf[start:]
+	bigReplies int     // flagBigReply commands in batch
 	args       [][]byte
 	out        []byte
 	batch      engine.Batch
@@ -295,6 +296,11 @@ func (c *client) dispatch(args [][]byte) {
 		return
 	}
 	c.slots = append(c.slots, slot{idx: int32(len(c.batch.Cmds) - 1)})
+	if cmd.flags&flagBigReply != 0 {
+		if c.bigReplies++; c.bigReplies >= maxBigReplies {
+			c.flushBatch()
+		}
+	}
 }
 
 // lookupCommand finds a command's row by name, in any case, without
@@ -410,9 +416,14 @@ func (c *client) flushBatch() {
 			continue
 		}
 		c.writeReply(&c.batch.Replies[sl.idx])
+		c.batch.Replies[sl.idx] = engine.Reply{} // its items may go as soon as it is written
+		if len(c.out) > flushThreshold {
+			c.flushOut()
+		}
 	}
 	c.slots = c.slots[:0]
 	c.batch.Reset()
+	c.bigReplies = 0
 	if len(c.out) > flushThreshold {
 		c.flushOut()
 	}

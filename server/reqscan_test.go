@@ -226,3 +226,50 @@ func TestCloseWithAClientThatNeverReads(t *testing.T) {
 		t.Fatalf("Close still waiting %v after it began, for a client that never reads", server.ShutdownDrain+10*time.Second)
 	}
 }
+
+// A pipeline of KEYS * over 10,000 keys is answered a few replies at a
+// time: the server's heap stays near one batch's worth of replies, not
+// the whole pipeline's (before: all 1,024 replies were built, then
+// written; 3.4 GB resident for the reproduction with 1,024).
+func TestPipelinedBigRepliesAreBounded(t *testing.T) {
+	ts := sluicetest.Start(t, sluicetest.Options{})
+	fill := sluicetest.DialRaw(t, "tcp", ts.Addr)
+	args := []string{"MSET"}
+	for i := range 10_000 {
+		args = append(args, fmt.Sprintf("key:%05d", i), "v")
+	}
+	if got := fill.Do(t, args...); got != "+OK\r\n" {
+		t.Fatal(got)
+	}
+	const n = 256
+	c := sluicetest.DialRaw(t, "tcp", ts.Addr)
+	c.Conn().SetDeadline(time.Now().Add(60 * time.Second))
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	if _, err := c.Conn().Write(bytes.Repeat([]byte("*2\r\n$4\r\nKEYS\r\n$1\r\n*\r\n"), n)); err != nil {
+		t.Fatal(err)
+	}
+	// A slow reader: the server writes as the client takes.
+	r := bufio.NewReaderSize(c.Conn(), 64<<10)
+	var peak uint64
+	for i := range n {
+		reply, err := sluicetest.ReadReply(r)
+		if err != nil || !bytes.HasPrefix(reply, []byte("*10000\r\n")) {
+			t.Fatalf("reply %d: %.40q %v", i, reply, err)
+		}
+		if i%16 == 0 {
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			peak = max(peak, m.HeapInuse)
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	// Each KEYS reply is 10,000 items as the engine holds them (about
+	// 1.7 MB) and 138 KB written; all 256 at once were 435 MB or more.
+	grew := int64(peak) - int64(before.HeapInuse)
+	if grew > 120<<20 {
+		t.Fatalf("the heap grew by %d MB answering %d pipelined KEYS", grew>>20, n)
+	}
+	t.Logf("the heap grew by %d MB at most answering %d pipelined KEYS * over 10,000 keys", grew>>20, n)
+}
