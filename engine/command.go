@@ -162,9 +162,11 @@ type Batch struct {
 	// maxmemory and is not journaled again.
 	replaying bool
 	durable   uint64 // highest journal seq the batch appended
-	jobs      []shardJob
-	used      []int // shards with work in the current segment
-	wg        sync.WaitGroup
+	// journalFailed: a record of a change could not be appended.
+	journalFailed bool
+	jobs          []shardJob
+	used          []int // shards with work in the current segment
+	wg            sync.WaitGroup
 }
 
 // Reset empties the batch for the next pipeline, keeping its capacity.
@@ -182,14 +184,26 @@ func (b *Batch) Reset() {
 // before the replies may be sent.
 func (b *Batch) JournalSeq() uint64 { return b.durable }
 
+// JournalFailed reports that the last Execute could not append a record
+// of a change it made: that change holds in memory only.
+func (b *Batch) JournalFailed() bool { return b.journalFailed }
+
 // FailWrites replaces the replies of the batch's writes that did not fail
 // with err: they were applied but cannot be promised durable, so the client
 // must not be told they succeeded.
+//
+// A write whose reply says it changed nothing (a refused decision, SET NX
+// of an existing key) keeps its reply: there was nothing to persist.
 func (b *Batch) FailWrites(err error) {
 	for i := range b.Replies {
-		if b.Cmds[i].Writes() && b.Replies[i].Kind != ReplyError {
-			b.Replies[i] = errReply(err)
+		c, r := &b.Cmds[i], &b.Replies[i]
+		if !c.Writes() || r.Kind == ReplyError {
+			continue
 		}
+		if ch := c.Op.spec().changed; ch != nil && !ch(c, r) {
+			continue
+		}
+		b.Replies[i] = errReply(err)
 	}
 }
 

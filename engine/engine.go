@@ -235,7 +235,7 @@ func (e *Engine) Execute(b *Batch, now int64) {
 		}
 	}
 	b.now = now
-	b.durable = 0
+	b.durable, b.journalFailed = 0, false
 	var misconf error
 	if e.journal != nil && !b.replaying {
 		misconf = e.journal.Err()
@@ -302,7 +302,8 @@ func (e *Engine) flush(b *Batch) {
 		j := &b.jobs[s]
 		j.idx = j.idx[:0]
 		b.durable = max(b.durable, j.durableSeq)
-		j.durableSeq = 0
+		b.journalFailed = b.journalFailed || j.journalFailed
+		j.durableSeq, j.journalFailed = 0, false
 	}
 	b.used = b.used[:0]
 }
@@ -328,6 +329,9 @@ type shardJob struct {
 	here       *heldRun // runHere's, reused
 	jw         journalWriter
 	durableSeq uint64 // highest journal seq this job appended
+	// journalFailed: a record of this job's could not be appended (its
+	// changes hold in memory only).
+	journalFailed bool
 
 	allowed, limited int64
 }

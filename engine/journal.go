@@ -47,8 +47,16 @@ func (p Positions) Covers(shardIdx int, seq uint64) bool {
 }
 
 // ErrMisconf refuses writes while the journal cannot persist them, as Redis
-// does when it cannot write its append-only file.
+// does when it cannot write its append-only file: nothing was done.
 var ErrMisconf = errors.New("errors writing to the append-only file; writes are refused until it succeeds again (see INFO persistence)")
+
+// ErrNotDurable answers a write that was applied but whose record could
+// not be written (or, under appendfsync always, fsynced): its outcome is
+// unknown to the client, since the change holds in memory and is written
+// if the disk recovers before the process stops, and is lost otherwise.
+// Never MISCONF, which says nothing was done, nor the command's own reply,
+// which would claim the change is kept.
+var ErrNotDurable = errors.New("the command ran, but its change could not be written to the append-only file: it holds now and is lost if the server stops before the disk recovers (see INFO persistence)")
 
 // Record layout (version 1), one per shard part of a batch:
 //
@@ -169,6 +177,7 @@ func (j *shardJob) journal(cmds []Command, replies []Reply, idx []int32, now int
 func (j *shardJob) appendRecord(w *journalWriter) error {
 	seq, err := j.e.journal.Append(w.finish())
 	if err != nil {
+		j.journalFailed = true
 		return err
 	}
 	j.durableSeq = max(j.durableSeq, seq)

@@ -134,6 +134,7 @@ func (e *Engine) flushAll(c *Command, now int64, b *Batch) Reply {
 	}
 	if b != nil {
 		b.durable = max(b.durable, j.durableSeq)
+		b.journalFailed = b.journalFailed || j.journalFailed
 	}
 	return okReply()
 }

@@ -176,6 +176,7 @@ func (x *heldRun) end() {
 	seq, err := x.journal()
 	if err != nil {
 		x.e.log.Error("journal append failed; the applied commands may not survive a restart", "err", err)
+		x.b.journalFailed = true
 	}
 	x.b.durable = max(x.b.durable, seq)
 	for s, j := range x.jobs {
@@ -242,6 +243,7 @@ func (j *shardJob) runHere(t *shard.Table, c *Command, now int64) Reply {
 	seq, err := x.journal()
 	if err != nil {
 		j.e.log.Error("journal append failed; the applied commands may not survive a restart", "err", err)
+		j.journalFailed = true
 	}
 	j.durableSeq = max(j.durableSeq, seq)
 	return r

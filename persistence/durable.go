@@ -57,6 +57,8 @@ type DurableConfig struct {
 	AutoRewriteMinSize int64
 	// Logger; nil discards.
 	Logger *slog.Logger
+
+	openFile func(name string, flag int, perm os.FileMode) (file, error) // tests: LogConfig's
 }
 
 // LoadReport says what start-up recovered.
@@ -171,9 +173,9 @@ func OpenDurable(e *engine.Engine, cfg DurableConfig) (*Durable, error) {
 	d.gen = firstGen
 	if n := len(gens); n > 0 && gens[n-1] >= firstGen {
 		d.gen = gens[n-1]
-		d.cur, err = OpenLog(logPath(cfg.Dir, d.gen), LogConfig{Fsync: cfg.Fsync, Logger: log})
+		d.cur, err = OpenLog(logPath(cfg.Dir, d.gen), LogConfig{Fsync: cfg.Fsync, Logger: log, openFile: cfg.openFile})
 	} else {
-		d.cur, err = CreateLog(logPath(cfg.Dir, d.gen), LogConfig{Fsync: cfg.Fsync, Logger: log})
+		d.cur, err = CreateLog(logPath(cfg.Dir, d.gen), LogConfig{Fsync: cfg.Fsync, Logger: log, openFile: cfg.openFile})
 	}
 	if err != nil {
 		return nil, err
@@ -184,18 +186,21 @@ func OpenDurable(e *engine.Engine, cfg DurableConfig) (*Durable, error) {
 	return d, nil
 }
 
-// Execute runs a pipeline on the engine at now. Under appendfsync always it
-// returns only once the pipeline's records are on disk; if they cannot be
-// made durable, the writes are answered ErrMisconf rather than claimed.
-// Reads and the other policies return as soon as the engine has answered.
+// Execute runs a pipeline on the engine at now and returns once the
+// pipeline's records are written, as Redis writes its append-only file
+// before it replies: fsynced under appendfsync always, handed to the
+// kernel (write(2)) under everysec and no, so that a crash of the process
+// alone loses no answered change. A write whose record could not be made
+// so is answered ErrNotDurable, never as done nor as refused.
 func (d *Durable) Execute(b *engine.Batch, now int64) {
 	d.e.Execute(b, now)
-	if d.cfg.Fsync != FsyncAlways {
+	if b.JournalFailed() {
+		b.FailWrites(engine.ErrNotDurable)
 		return
 	}
 	if seq := b.JournalSeq(); seq > 0 {
 		if err := d.WaitDurable(seq); err != nil {
-			b.FailWrites(engine.ErrMisconf)
+			b.FailWrites(engine.ErrNotDurable)
 		}
 	}
 }
@@ -416,7 +421,7 @@ func (d *Durable) save() (err error) {
 		d.saves.Add(1)
 	}()
 	newGen := d.gen + 1
-	next, err := CreateLog(logPath(d.cfg.Dir, newGen), LogConfig{Fsync: d.cfg.Fsync, Logger: d.log})
+	next, err := CreateLog(logPath(d.cfg.Dir, newGen), LogConfig{Fsync: d.cfg.Fsync, Logger: d.log, openFile: d.cfg.openFile})
 	if err != nil {
 		return err
 	}

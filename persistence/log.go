@@ -128,6 +128,7 @@ type Log struct {
 	syncedSeq   uint64
 	syncedSize  int64
 	syncing     bool // the everysec fsyncer is in Sync; repair must not truncate under it
+	waiters     int  // WaitDurable callers waiting: the writer does not coalesce
 
 	err      error // sticky while failed: ErrPersistence wrapping the latest cause
 	closing  bool
@@ -370,6 +371,15 @@ func (l *Log) WaitDurable(seq uint64) error {
 	if seq > l.appendSeq {
 		return fmt.Errorf("wait for record %d: only %d records appended", seq, l.appendSeq)
 	}
+	l.waiters++
+	defer func() { l.waiters-- }()
+	if !l.durableLocked(seq) {
+		// A writer letting appends pile up stops waiting.
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
+	}
 	for {
 		if l.durableLocked(seq) {
 			return nil
@@ -481,10 +491,11 @@ func (l *Log) Close() error {
 
 // writeLoop is the only goroutine that writes or truncates the file.
 // Under everysec and no, the writer lets appends pile up for up to
-// coalesceDelay (or coalesceBytes) before a write: a busy server then makes
-// a few hundred large writes a second instead of one small write per
-// append, and a killed process loses at most that much more. always never
-// waits: a reply is waiting for the write.
+// coalesceDelay (or coalesceBytes) before a write while nobody waits for
+// it: a busy server then makes a few hundred large writes a second instead
+// of one small write per append. Once a reply waits for a write
+// (WaitDurable), and always, it writes at once: everything appended by
+// then goes in that write, and what comes meanwhile in the next.
 const (
 	coalesceDelay = time.Millisecond
 	coalesceBytes = 256 << 10
@@ -523,11 +534,14 @@ func (l *Log) writeLoop() {
 				return
 			}
 
-		case l.q.end > l.writtenSize && l.policy != FsyncAlways && !l.closing && !waited && l.q.end-l.writtenSize < coalesceBytes:
+		case l.q.end > l.writtenSize && l.policy != FsyncAlways && !l.closing && !waited && l.waiters == 0 &&
+			l.q.end-l.writtenSize < coalesceBytes:
 			l.mu.Unlock()
 			coalesce.Reset(coalesceDelay)
 			select {
 			case <-coalesce.C:
+			case <-l.wake: // a reply waits for the write
+				coalesce.Stop()
 			case <-l.closeCh:
 				coalesce.Stop()
 			}

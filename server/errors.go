@@ -79,6 +79,8 @@ func errorText(err error) string {
 		return "WRONGTYPE Operation against a key holding the wrong kind of value"
 	case errors.Is(err, engine.ErrOOM):
 		return "OOM command not allowed when used memory > 'maxmemory'."
+	case errors.Is(err, engine.ErrNotDurable):
+		return "NOTDURABLE " + engine.ErrNotDurable.Error()
 	case errors.Is(err, engine.ErrMisconf):
 		return "MISCONF Errors writing to the append-only file; writes are refused until it succeeds again (see INFO persistence)"
 	case errors.Is(err, engine.ErrBusy):

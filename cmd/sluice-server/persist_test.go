@@ -52,21 +52,23 @@ func infoField(t *testing.T, rdb *redis.Client, key, field string) int64 {
 	return 0
 }
 
-// TestCrashLosesNoAcknowledgedDecision: with appendfsync always, load the
-// server, kill -9 it at a random moment, restart it from the same dir, and
-// check that every acknowledged decision is still counted.
+// TestCrashLosesNoAcknowledgedDecision: under every appendfsync policy,
+// load the server, kill -9 it at a random moment, restart it from the same
+// dir, and check that every acknowledged decision is still counted: a
+// decision is answered only after its record is written (and, under
+// always, fsynced), so a crash of the process alone loses none; only a
+// crash of the machine can lose what everysec and no had not fsynced.
 func TestCrashLosesNoAcknowledgedDecision(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the binary twice")
 	}
-	for _, policy := range []string{"always", "everysec"} {
+	for _, policy := range []string{"always", "everysec", "no"} {
 		t.Run(policy, func(t *testing.T) { crashTest(t, policy) })
 	}
 }
 
 // crashTest loads the server, kills it, restarts it and compares what was
-// acknowledged with what survived. With always nothing may be lost; with
-// everysec the loss must stay within about a second of decisions.
+// acknowledged with what survived: nothing acknowledged may be lost.
 func crashTest(t *testing.T, policy string) {
 	dir := t.TempDir()
 	addr, cmd := startBinary(t, "--dir", dir, "--appendfsync", policy)
@@ -115,7 +117,7 @@ func crashTest(t *testing.T, policy string) {
 		if count > sent[k].Load() {
 			t.Errorf("key %d: %d counted after restart but only %d sent", k, count, sent[k].Load())
 		}
-		if policy == "always" && count < acked[k].Load() {
+		if count < acked[k].Load() {
 			t.Errorf("key %d: %d counted after restart; %d were acknowledged", k, count, acked[k].Load())
 		}
 		total += acked[k].Load()
@@ -125,11 +127,8 @@ func crashTest(t *testing.T, policy string) {
 		t.Fatalf("only %d decisions were acknowledged before the kill; the test proves little", total)
 	}
 	rate := float64(total) / elapsed.Seconds()
-	t.Logf("appendfsync %s: %d acknowledged decisions in %v (%.0f/s), %d lost in kill -9 (%.2f s of traffic)",
-		policy, total, elapsed.Round(time.Millisecond), rate, lost, float64(lost)/rate)
-	if float64(lost) > 2*rate {
-		t.Errorf("lost %d decisions, more than two seconds' worth", lost)
-	}
+	t.Logf("appendfsync %s: %d acknowledged decisions in %v (%.0f/s), %d lost in kill -9",
+		policy, total, elapsed.Round(time.Millisecond), rate, lost)
 }
 
 // TestRestartKeepsStateAndResetTimes: a snapshot taken mid-way plus the
