@@ -14,8 +14,9 @@ import (
 // CONFIG GET, SET and RESETSTAT.
 
 // cmdConfig: CONFIG GET pattern..., CONFIG SET param value, CONFIG RESETSTAT.
-// The settable subset is maxmemory, maxclients, requirepass and
-// busy-reply-threshold (lua-time-limit); the rest
+// The settable subset is maxmemory, maxclients, timeout, tcp-keepalive,
+// requirepass, busy-reply-threshold (lua-time-limit) and
+// script-acceleration; the rest
 // is read-only and documented as such.
 func cmdConfig(s *Server, c *client, args [][]byte) {
 	sub := strings.ToLower(string(args[1]))
@@ -71,6 +72,8 @@ func (s *Server) configValues() map[string]string {
 		"maxmemory":        strconv.FormatInt(s.backend.MaxMemory(), 10),
 		"maxmemory-policy": "noeviction",
 		"maxclients":       strconv.FormatInt(s.maxClients.Load(), 10),
+		"timeout":          strconv.FormatInt(s.idle.Load()/int64(time.Second), 10),
+		"tcp-keepalive":    strconv.FormatInt(max(s.keepAlive.Load(), 0)/int64(time.Second), 10),
 		"requirepass":      *s.requirePass.Load(),
 		"databases":        "1",
 		"save":             "",
@@ -121,6 +124,19 @@ func (s *Server) configSet(name, value string) error {
 			return errors.New("argument must be a positive integer")
 		}
 		s.maxClients.Store(n)
+	case "timeout", "tcp-keepalive":
+		// Seconds; 0 turns either off. New idle limits apply at a
+		// connection's next read, keepalive to new connections.
+		n, err := strconv.ParseInt(value, 10, 64)
+		if err != nil || n < 0 || n > 1<<31 {
+			return errors.New("argument must be a number of seconds, 0 or more")
+		}
+		d := time.Duration(n) * time.Second
+		if name == "timeout" {
+			s.idle.Store(int64(d))
+		} else {
+			s.keepAlive.Store(int64(d))
+		}
 	case "requirepass":
 		ops := [][]byte{[]byte("resetpass"), []byte("nopass")}
 		if value != "" {

@@ -66,10 +66,14 @@ type client struct {
 	start, end int
 	scan       reqScan // of the request at rbuf[start:]
 	bigReplies int     // flagBigReply commands in batch
-	args       [][]byte
-	out        []byte
-	batch      engine.Batch
-	slots      []slot
+	// lastCommand is when the connection last sent a complete command
+	// (the idle timeout counts from it); idleSet: a read deadline is set.
+	lastCommand time.Time
+	idleSet     bool
+	args        [][]byte
+	out         []byte
+	batch       engine.Batch
+	slots       []slot
 }
 
 // slot is one reply owed, in pipeline order: an engine reply, or an error
@@ -119,7 +123,11 @@ func (c *client) serve() {
 			c.s.log.Error("connection handler panicked; closing the connection", "client", c.addr, "panic", fmt.Sprint(r))
 		}
 	}()
+	c.lastCommand = time.Now()
 	for !c.quit {
+		if !c.setIdleDeadline() {
+			return
+		}
 		if c.end == len(c.rbuf) {
 			if !c.makeRoom() {
 				c.writeError(errProtoRequest)
@@ -130,13 +138,34 @@ func (c *client) serve() {
 		n, err := c.nc.Read(c.rbuf[c.end:])
 		c.end += n
 		if n > 0 {
-			c.process()
+			if c.process() > 0 {
+				c.lastCommand = time.Now()
+			}
 			c.flushOut()
 		}
 		if err != nil || c.s.isClosing() {
 			return
 		}
 	}
+}
+
+// setIdleDeadline makes the next Read end when the connection has sent
+// no complete command for the timeout (CONFIG SET timeout), or clears the
+// deadline when there is none. false: the server is closing (its
+// interrupt's deadline must not be replaced).
+func (c *client) setIdleDeadline() bool {
+	idle := time.Duration(c.s.idle.Load())
+	switch {
+	case idle > 0:
+		c.nc.SetReadDeadline(c.lastCommand.Add(idle))
+		c.idleSet = true
+	case c.idleSet:
+		c.nc.SetReadDeadline(time.Time{})
+		c.idleSet = false
+	default:
+		return true
+	}
+	return !c.s.isClosing()
 }
 
 // makeRoom frees or adds buffer space for an unfinished request.
@@ -171,8 +200,9 @@ func nextCommand(packet []byte, argsbuf [][]byte) (complete bool, args [][]byte,
 	return complete, args, leftover, err
 }
 
-// process runs every complete command in the read buffer as one pipeline.
-func (c *client) process() {
+// process runs every complete command in the read buffer as one pipeline,
+// and returns how many it ran.
+func (c *client) process() int {
 	used := 0
 	count := 0
 	for c.start < c.end && !c.quit {
@@ -231,6 +261,7 @@ func (c *client) process() {
 	if used > len(c.args)/2 && len(c.args) < 1<<16 {
 		c.args = make([][]byte, 2*len(c.args))
 	}
+	return count
 }
 
 // dispatch looks a command up, checks arity and AUTH, and either parses it

@@ -3,10 +3,12 @@ package server_test
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -272,4 +274,97 @@ func TestPipelinedBigRepliesAreBounded(t *testing.T) {
 		t.Fatalf("the heap grew by %d MB answering %d pipelined KEYS", grew>>20, n)
 	}
 	t.Logf("the heap grew by %d MB at most answering %d pipelined KEYS * over 10,000 keys", grew>>20, n)
+}
+
+// timeout counts from the last complete command: an idle connection and
+// one that sends a byte at a time without finishing a request are both
+// closed, so that slow senders cannot hold every slot of maxclients; a
+// connection that keeps sending commands stays.
+func TestIdleTimeoutFreesSlowlorisSlots(t *testing.T) {
+	ts := sluicetest.Start(t, sluicetest.Options{Server: server.Config{MaxClients: 4, Timeout: time.Second}})
+	// A connection with a command every 300 ms all along.
+	busy := sluicetest.DialRaw(t, "tcp", ts.Addr)
+	busyErr := make(chan string, 1)
+	busyStop, stop := make(chan struct{}), make(chan struct{})
+	defer close(stop)
+	go func() {
+		r := bufio.NewReader(busy.Conn())
+		for {
+			select {
+			case <-busyStop:
+				busyErr <- ""
+				return
+			case <-time.After(300 * time.Millisecond):
+			}
+			busy.Conn().SetDeadline(time.Now().Add(5 * time.Second))
+			busy.Conn().Write([]byte("*1\r\n$4\r\nPING\r\n"))
+			if reply, err := sluicetest.ReadReply(r); err != nil || string(reply) != "+PONG\r\n" {
+				busyErr <- fmt.Sprintf("%q %v", reply, err)
+				return
+			}
+		}
+	}()
+	var slow []net.Conn
+	for range 2 {
+		c, err := net.Dial("tcp", ts.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		slow = append(slow, c)
+	}
+	for _, c := range slow {
+		go func() {
+			// An endless request, a byte every 100 ms.
+			c.Write([]byte("*2\r\n$3\r\nSET\r\n$1000000\r\n"))
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(100 * time.Millisecond):
+					if _, err := c.Write([]byte("x")); err != nil {
+						return
+					}
+				}
+			}
+		}()
+	}
+	start := time.Now()
+	for _, c := range slow {
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("a connection sending a byte every 100 ms was not closed: %v", err)
+		}
+	}
+	if took := time.Since(start); took < 900*time.Millisecond {
+		t.Fatalf("closed after %v, before the 1 s timeout", took)
+	}
+	// The freed slots take new clients, and the busy connection is there.
+	if got := sluicetest.DialRaw(t, "tcp", ts.Addr).Do(t, "PING"); got != "+PONG\r\n" {
+		t.Fatalf("a new client after the timeouts: %q", got)
+	}
+	time.Sleep(700 * time.Millisecond)
+	close(busyStop)
+	if e := <-busyErr; e != "" {
+		t.Fatalf("the busy connection: %s", e)
+	}
+}
+
+func TestConfigTimeoutAndKeepAlive(t *testing.T) {
+	ts := sluicetest.Start(t, sluicetest.Options{})
+	c := sluicetest.DialRaw(t, "tcp", ts.Addr)
+	for _, step := range []struct{ cmd, want string }{
+		{"CONFIG GET timeout", "*2\r\n$7\r\ntimeout\r\n$1\r\n0\r\n"},
+		{"CONFIG GET tcp-keepalive", "*2\r\n$13\r\ntcp-keepalive\r\n$3\r\n300\r\n"},
+		{"CONFIG SET timeout 5", "+OK\r\n"},
+		{"CONFIG GET timeout", "*2\r\n$7\r\ntimeout\r\n$1\r\n5\r\n"},
+		{"CONFIG SET tcp-keepalive 0", "+OK\r\n"},
+		{"CONFIG GET tcp-keepalive", "*2\r\n$13\r\ntcp-keepalive\r\n$1\r\n0\r\n"},
+		{"CONFIG SET timeout -1", "-ERR CONFIG SET failed (possibly related to argument 'timeout') - argument must be a number of seconds, 0 or more\r\n"},
+		{"CONFIG SET timeout 0", "+OK\r\n"},
+	} {
+		if got := c.Do(t, strings.Fields(step.cmd)...); got != step.want {
+			t.Fatalf("%s: %q, want %q", step.cmd, got, step.want)
+		}
+	}
 }

@@ -122,6 +122,14 @@ type Config struct {
 	AuthMaxFailures int
 	// MaxClients bounds concurrent connections. Default 10000.
 	MaxClients int
+	// Timeout closes a connection that has sent no complete command for
+	// this long (Redis's timeout; 0, the default, never). Counted from the
+	// last complete command, not the last byte, so that a client sending a
+	// byte at a time cannot hold its connection.
+	Timeout time.Duration
+	// TCPKeepAlive is the TCP keepalive period of accepted connections
+	// (Redis's tcp-keepalive). Default 300 s; negative disables.
+	TCPKeepAlive time.Duration
 	// EnableDebug gates DEBUG (the test clock). Default DebugNo.
 	EnableDebug DebugMode
 	// ProtoMaxBulkLen bounds one request's size in bytes. Default 512 MiB.
@@ -163,6 +171,8 @@ type Server struct {
 
 	requirePass atomic.Pointer[string]
 	maxClients  atomic.Int64
+	idle        atomic.Int64 // Timeout in ns: CONFIG SET timeout
+	keepAlive   atomic.Int64 // TCPKeepAlive in ns, <= 0 off: CONFIG SET tcp-keepalive
 
 	scripts *Scripts
 
@@ -195,6 +205,9 @@ type Server struct {
 func New(cfg Config, backend Backend) *Server {
 	if cfg.MaxClients <= 0 {
 		cfg.MaxClients = 10000
+	}
+	if cfg.TCPKeepAlive == 0 {
+		cfg.TCPKeepAlive = 300 * time.Second
 	}
 	if cfg.ProtoMaxBulkLen <= 0 {
 		cfg.ProtoMaxBulkLen = 512 << 20
@@ -233,6 +246,8 @@ func New(cfg Config, backend Backend) *Server {
 	pass := cfg.RequirePass
 	s.requirePass.Store(&pass)
 	s.maxClients.Store(int64(cfg.MaxClients))
+	s.idle.Store(int64(cfg.Timeout))
+	s.keepAlive.Store(int64(cfg.TCPKeepAlive))
 	if sw, ok := backend.(Sweeper); ok && cfg.SweepInterval > 0 {
 		s.sweeperWG.Add(1)
 		go s.sweep(sw)
@@ -321,6 +336,9 @@ func (s *Server) accept(nc net.Conn) {
 		nc.Close()
 		return
 	}
+	if d := time.Duration(s.keepAlive.Load()); d > 0 {
+		setKeepAlive(nc, d)
+	}
 	cl := newClient(s, nc)
 	s.clients[cl.id] = cl
 	s.wg.Add(1)
@@ -333,13 +351,13 @@ func (s *Server) accept(nc net.Conn) {
 	}()
 }
 
-// Close stops accepting, lets every connection finish the pipeline it is
-// executing and flush its replies, closes the connections, stops the
-// sweeper, and waits for all of them.
 // ShutdownDrain bounds how long Close waits for a connection to take the
 // replies it is owed: past it, a client that does not read is cut off.
 const ShutdownDrain = 2 * time.Second
 
+// Close stops accepting, lets every connection finish the pipeline it is
+// executing and flush its replies, closes the connections, stops the
+// sweeper, and waits for all of them.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closing {
@@ -376,4 +394,16 @@ func (s *Server) ConnectedClients() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.clients)
+}
+
+// setKeepAlive turns TCP keepalive on for nc (under TLS, its TCP
+// connection) with period d.
+func setKeepAlive(nc net.Conn, d time.Duration) {
+	if tc, ok := nc.(interface{ NetConn() net.Conn }); ok {
+		nc = tc.NetConn()
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetKeepAlive(true)
+		tc.SetKeepAlivePeriod(d)
+	}
 }

@@ -66,6 +66,8 @@ type options struct {
 	authMaxFailures int
 	maxMemory       string
 	maxClients      int
+	idleTimeout     int
+	tcpKeepAlive    int
 	shards          int
 	debug           string
 	logLevel        string
@@ -121,6 +123,8 @@ func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&o.authMaxFailures, "auth-max-failures", 10, "close a connection after this many failed AUTH attempts (0: never)")
 	fs.StringVar(&o.maxMemory, "maxmemory", "0", "memory limit for stored state (e.g. 512mb; 0: none); past it new state gets -OOM")
 	fs.IntVar(&o.maxClients, "maxclients", 10000, "maximum concurrent connections")
+	fs.IntVar(&o.idleTimeout, "timeout", 0, "close a connection that sends no complete command for this many seconds (0: never)")
+	fs.IntVar(&o.tcpKeepAlive, "tcp-keepalive", 300, "TCP keepalive period of client connections, in seconds (0: off)")
 	fs.IntVar(&o.busyMS, "busy-reply-threshold", int(server.DefaultBusyThreshold.Milliseconds()), "ms a script may run before its shards answer BUSY and SCRIPT KILL may stop it (alias lua-time-limit; 0: never)")
 	fs.IntVar(&o.busyMS, "lua-time-limit", int(server.DefaultBusyThreshold.Milliseconds()), "alias of busy-reply-threshold")
 	fs.StringVar(&o.scriptAccel, "script-acceleration", "yes", "run known limiter scripts natively (docs/scripting.md): yes or no")
@@ -315,7 +319,14 @@ func run(args []string, stderr io.Writer) int {
 			}
 			return o.authMaxFailures
 		}(),
-		MaxClients:  o.maxClients,
+		MaxClients: o.maxClients,
+		Timeout:    time.Duration(o.idleTimeout) * time.Second,
+		TCPKeepAlive: func() time.Duration {
+			if o.tcpKeepAlive <= 0 {
+				return -1 // off
+			}
+			return time.Duration(o.tcpKeepAlive) * time.Second
+		}(),
 		EnableDebug: dbg,
 		Version:     version,
 		Logger:      log,
