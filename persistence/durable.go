@@ -129,6 +129,9 @@ func OpenDurable(e *engine.Engine, cfg DurableConfig) (*Durable, error) {
 		return nil, err
 	}
 	d := &Durable{e: e, cfg: cfg, clock: cfg.Clock, log: log}
+	if err := removeTemps(cfg.Dir, log); err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	firstGen, pos, err := d.loadSnapshot()
 	if err != nil {
@@ -529,3 +532,25 @@ func (d *Durable) generation() uint64 {
 
 // LastSave is the unix time of the last successful snapshot (LASTSAVE).
 func (d *Durable) LastSave() int64 { return d.lastSave.Load() }
+
+// removeTemps deletes what an interrupted snapshot, log creation or repair
+// left in dir (their temporary files, never renamed into place), and logs
+// each.
+func removeTemps(dir string, log *slog.Logger) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, en := range entries {
+		name := en.Name()
+		ours := strings.HasPrefix(name, snapshotFile+".") || strings.HasPrefix(name, logPrefix)
+		if !ours || en.IsDir() || !(strings.Contains(name, ".tmp-") || strings.Contains(name, ".fix-")) {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, name)); err != nil {
+			return fmt.Errorf("remove the temporary file %s: %w", name, err)
+		}
+		log.Warn("removed a temporary file an interrupted snapshot or rewrite left", "file", name)
+	}
+	return nil
+}

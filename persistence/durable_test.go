@@ -1,6 +1,8 @@
 package persistence
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/sluicehq/sluice/engine"
@@ -83,6 +85,25 @@ func TestDurableRecoversStateAndTime(t *testing.T) {
 				t.Fatal(err)
 			}
 			eng2.Close()
+		}
+	}
+}
+
+// What an interrupted snapshot or log creation leaves (temporary files
+// never renamed into place) is removed at start-up; nothing else is.
+func TestStartupRemovesTemporaryFiles(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"sluice.snap.tmp-123", "sluice.aof.1.tmp-9", "sluice.aof.2.fix-7", "mine.tmp-1"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("partial"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, eng, _ := durableAt(t, dir, FsyncEverySec)
+	defer eng.Close()
+	defer d.Close()
+	for name, want := range map[string]bool{"sluice.snap.tmp-123": false, "sluice.aof.1.tmp-9": false, "sluice.aof.2.fix-7": false, "mine.tmp-1": true} {
+		if _, err := os.Stat(filepath.Join(dir, name)); (err == nil) != want {
+			t.Errorf("%s: present %v after start-up, want %v", name, err == nil, want)
 		}
 	}
 }

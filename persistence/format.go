@@ -51,7 +51,7 @@ var (
 
 // CorruptError reports a log that is damaged somewhere other than its final
 // record, so replay cannot continue without losing acknowledged records. The
-// operator decides: CheckLog with fix truncates at Offset.
+// operator decides: CheckLog with fix keeps every intact record.
 type CorruptError struct {
 	File   string
 	Offset int64 // the first bad record; 0 for a bad header
@@ -60,8 +60,8 @@ type CorruptError struct {
 
 func (e *CorruptError) Error() string {
 	return fmt.Sprintf("corrupt append-only file %s at offset %d: %s; "+
-		"run `sluice-server --check-log %s --fix` to truncate it at the first bad record "+
-		"(the records after it are lost)", e.File, e.Offset, e.Reason, e.File)
+		"copy the file, then run `sluice-server --check-log %s --fix`: it keeps every intact record "+
+		"and reports the damaged stretches it skips", e.File, e.Offset, e.Reason, e.File)
 }
 
 func appendLogHeader(b []byte) []byte {

@@ -76,8 +76,14 @@ type CheckReport struct {
 	// Torn is true if the damage looks like an interrupted final write,
 	// which ReplayLog cuts off by itself.
 	Torn bool
-	// Truncated is true if fix truncated the file at BadOffset.
+	// Truncated is true if fix truncated the file at BadOffset (a torn
+	// end).
 	Truncated bool
+	// Salvaged is true if fix rewrote the file keeping every intact
+	// record: Kept of them, all but the Skipped stretches.
+	Salvaged bool
+	Kept     uint64
+	Skipped  []SkippedRange
 }
 
 // OK reports whether the log is entirely valid.
@@ -95,22 +101,28 @@ func (r CheckReport) String() string {
 	lost := r.Size - r.ValidBytes
 	switch {
 	case r.BadOffset == 0:
-		fmt.Fprintf(&b, "the header is damaged; --fix cannot repair that (a file shorter than %d bytes holds no records)\n", logHeaderSize)
+		fmt.Fprintf(&b, "the header is damaged; --fix writes a new header and keeps every intact record after it\n")
 	case r.Torn:
 		fmt.Fprintf(&b, "this is a torn final write (%d bytes); the server cuts it off by itself at start-up\n", lost)
 	default:
-		fmt.Fprintf(&b, "this is corruption before the end of the file; --fix truncates at offset %d, losing %d bytes after it\n", r.BadOffset, lost)
+		fmt.Fprintf(&b, "this is corruption before the end of the file; --fix keeps every intact record, skipping only the damaged stretches (keep a copy of the file first)\n")
 	}
 	if r.Truncated {
 		fmt.Fprintf(&b, "truncated to %d bytes (%d bytes removed)\n", r.ValidBytes, lost)
+	}
+	if r.Salvaged {
+		fmt.Fprintf(&b, "rewritten with %d intact records (%d before the first damage, %d after it); skipped:\n", r.Kept, r.Records, r.Kept-r.Records)
+		for _, sk := range r.Skipped {
+			fmt.Fprintf(&b, "  %d bytes at offset %d: %s\n", sk.Bytes, sk.Offset, sk.Reason)
+		}
 	}
 	return b.String()
 }
 
 // CheckLog validates the log at path, like redis-check-aof: it counts the
-// good records and finds the first bad one. With fix it truncates the file at
-// that record (and fsyncs), losing it and everything after it. A damaged
-// header cannot be fixed. The returned error is for I/O failures and refused
+// good records and finds the first bad one. With fix it cuts off a torn end,
+// and otherwise rewrites the file with every intact record (a damaged header
+// replaced by a fresh one), reporting each stretch it skipped. The returned error is for I/O failures and refused
 // fixes; a damaged log is described by the report.
 func CheckLog(path string, fix bool) (CheckReport, error) {
 	f, err := os.Open(path)
@@ -134,13 +146,18 @@ func CheckLog(path string, fix bool) (CheckReport, error) {
 	if !fix || r.OK() {
 		return r, nil
 	}
-	if r.BadOffset == 0 {
-		return r, fmt.Errorf("cannot repair %s: its header is damaged (%s)", path, r.Reason)
+	if r.Torn && r.BadOffset > 0 {
+		if err := truncateFile(path, r.ValidBytes); err != nil {
+			return r, fmt.Errorf("repair append-only file: %w", err)
+		}
+		r.Truncated = true
+		return r, nil
 	}
-	if err := truncateFile(path, r.ValidBytes); err != nil {
+	kept, skipped, err := salvage(path)
+	if err != nil {
 		return r, fmt.Errorf("repair append-only file: %w", err)
 	}
-	r.Truncated = true
+	r.Salvaged, r.Kept, r.Skipped = true, kept, skipped
 	return r, nil
 }
 

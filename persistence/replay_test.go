@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -212,14 +213,16 @@ func TestCheckLog(t *testing.T) {
 		if _, err := ReplayLog(path, nil); err == nil {
 			t.Fatal("ReplayLog accepted a corrupt log")
 		}
-		// ... until the operator runs the fix.
+		// ... until the operator runs the fix, which keeps every intact
+		// record and skips the damaged one alone.
 		r, err = CheckLog(path, true)
-		if err != nil || !r.Truncated || fileSize(t, path) != offsets[12] {
+		if err != nil || !r.Salvaged || r.Kept != 29 || len(r.Skipped) != 1 ||
+			r.Skipped[0].Offset != offsets[12] || r.Skipped[0].Bytes != offsets[13]-offsets[12] {
 			t.Fatalf("%+v, %v", r, err)
 		}
 		t.Log(r)
 		got, res := replayAll(t, path)
-		sameRecords(t, got, recs[:12])
+		sameRecords(t, got, append(slices.Clone(recs[:12]), recs[13:]...))
 		if res.TornBytes != 0 {
 			t.Fatalf("%+v", res)
 		}
@@ -233,12 +236,39 @@ func TestCheckLog(t *testing.T) {
 		bad[0] = 'X'
 		path := writeFile(t, dir, "header", bad)
 		r, err := CheckLog(path, true)
-		if err == nil || r.BadOffset != 0 || r.Truncated {
+		if err != nil || r.BadOffset != 0 || !r.Salvaged || r.Kept != 30 {
 			t.Fatalf("%+v, %v", r, err)
 		}
-		if got, _ := os.ReadFile(path); !bytes.Equal(got, bad) {
-			t.Fatal("fix changed a file with a bad header")
+		got, _ := replayAll(t, path)
+		sameRecords(t, got, recs)
+	})
+
+	t.Run("not a log", func(t *testing.T) {
+		junk := bytes.Repeat([]byte("not a log at all "), 100)
+		path := writeFile(t, dir, "junk", junk)
+		if r, err := CheckLog(path, true); err == nil || r.Salvaged {
+			t.Fatalf("%+v, %v", r, err)
 		}
+		if got, _ := os.ReadFile(path); !bytes.Equal(got, junk) {
+			t.Fatal("fix changed a file that holds no record")
+		}
+	})
+
+	t.Run("two damaged stretches", func(t *testing.T) {
+		bad := bytes.Clone(data)
+		bad[offsets[3]+9] ^= 0xff
+		for i := offsets[20]; i < offsets[22]+3; i++ {
+			bad[i] = 0
+		}
+		path := writeFile(t, dir, "two", bad)
+		r, err := CheckLog(path, true)
+		if err != nil || !r.Salvaged || r.Kept != 26 || len(r.Skipped) != 2 {
+			t.Fatalf("%+v, %v", r, err)
+		}
+		t.Log(r)
+		got, _ := replayAll(t, path)
+		want := append(append(slices.Clone(recs[:3]), recs[4:20]...), recs[23:]...)
+		sameRecords(t, got, want)
 	})
 
 	t.Run("missing", func(t *testing.T) {
