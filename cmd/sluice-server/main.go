@@ -137,7 +137,7 @@ func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&o.rewritePct, "auto-aof-rewrite-percentage", 100, "snapshot and start a new log when it grew this many percent since the last snapshot (0 disables)")
 	fs.StringVar(&o.rewriteMin, "auto-aof-rewrite-min-size", "64mb", "never rewrite a smaller log")
 	fs.StringVar(&o.checkLog, "check-log", "", "check an append-only file and exit (like redis-check-aof)")
-	fs.BoolVar(&o.fix, "fix", false, "with --check-log: truncate the file at the first bad record")
+	fs.BoolVar(&o.fix, "fix", false, "with --check-log: rewrite the file keeping every intact record (a torn end is cut off)")
 	fs.StringVar(&o.clusterEnabled, "cluster-enabled", "no", "run as a member of a Raft group: yes or no")
 	fs.StringVar(&o.clusterNodeID, "cluster-node-id", "", "this node's id (40 hex characters; default: stored in --dir, or generated)")
 	fs.StringVar(&o.clusterRaftAddr, "cluster-raft-addr", "", "host:port the Raft transport binds (default: bind address, client port+10000; a free port when the client port is auto)")
@@ -472,7 +472,7 @@ func openDurable(o options, eng *engine.Engine, clk *clock.Clock, log *slog.Logg
 }
 
 // checkLog is the repair tool: report the file's state, and with --fix
-// truncate it at the first bad record.
+// repair it (persistence.CheckLog).
 func checkLog(path string, fix bool, out io.Writer) int {
 	report, err := persistence.CheckLog(path, fix)
 	if err != nil {
@@ -480,7 +480,7 @@ func checkLog(path string, fix bool, out io.Writer) int {
 		return 1
 	}
 	fmt.Fprintln(out, report.String())
-	if !report.OK() && !report.Truncated {
+	if !report.OK() && !report.Truncated && !report.Salvaged {
 		return 1
 	}
 	return 0
