@@ -244,7 +244,7 @@ func (e *Engine) Execute(b *Batch, now int64) {
 		c := &b.Cmds[i]
 		spec := c.Op.spec()
 		switch {
-		case misconf != nil && spec.Writes:
+		case misconf != nil && c.Writes():
 			b.Replies[i] = errReply(ErrMisconf)
 		case e.busyScripts.Load() > 0 && !b.replaying && !b.Replicated && e.busyFor(c):
 			b.Replies[i] = errReply(ErrBusy)

@@ -244,8 +244,10 @@ func TestMisconfRefusesWritesKeepsReads(t *testing.T) {
 	j.broken = true
 	r := run(Command{Op: OpGet, Key: []byte("a")},
 		Command{Op: OpThrottle, Key: []byte("g"), N: [4]int64{4, 1, 1e9, 1}},
-		Command{Op: OpSet, Key: []byte("a"), Value: []byte("2")})
-	if string(r[0].Bulk) != "1" || !errors.Is(r[1].Err, ErrMisconf) || !errors.Is(r[2].Err, ErrMisconf) {
+		Command{Op: OpSet, Key: []byte("a"), Value: []byte("2")},
+		Command{Op: OpThrottle, Key: []byte("g"), N: [4]int64{4, 1, 1e9, 0}}) // a peek reads
+	if string(r[0].Bulk) != "1" || !errors.Is(r[1].Err, ErrMisconf) || !errors.Is(r[2].Err, ErrMisconf) ||
+		r[3].Kind != ReplyDecision || r[3].Dec.Remaining != 5 {
 		t.Fatalf("with a failing journal: %+v", r)
 	}
 	j.broken = false

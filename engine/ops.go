@@ -70,6 +70,9 @@ type OpSpec struct {
 	Writes bool
 	// Decision: a rate-limit decision, counted as allowed or limited.
 	Decision bool
+	// costAt is 1 + the index in N of a decision's cost (0: not a
+	// decision): a decision of cost 0 is a peek, which reads.
+	costAt int8
 	// Creates: the op may create state, which maxmemory refuses.
 	Creates bool
 	Keys    KeyShape
@@ -118,13 +121,13 @@ func init() {
 // coreOps are the limiters, the first string ops and the key space.
 func coreOps() map[Op]OpSpec {
 	return map[Op]OpSpec{
-		OpThrottle: {Name: "throttle", Writes: true, Decision: true, Creates: true, Keys: KeysOne,
+		OpThrottle: {Name: "throttle", Writes: true, Decision: true, Creates: true, Keys: KeysOne, costAt: 4,
 			changed: admittedCost(3), apply: (*shardJob).throttle},
-		OpSWCheck: {Name: "sw.check", Writes: true, Decision: true, Creates: true, Keys: KeysOne,
+		OpSWCheck: {Name: "sw.check", Writes: true, Decision: true, Creates: true, Keys: KeysOne, costAt: 3,
 			changed: admittedCost(2), apply: (*shardJob).slidingWindow},
-		OpSLCheck: {Name: "sl.check", Writes: true, Decision: true, Creates: true, Keys: KeysOne,
+		OpSLCheck: {Name: "sl.check", Writes: true, Decision: true, Creates: true, Keys: KeysOne, costAt: 3,
 			changed: admittedCost(2), apply: (*shardJob).slidingLog},
-		OpFWCheck: {Name: "fw.check", Writes: true, Decision: true, Creates: true, Keys: KeysOne,
+		OpFWCheck: {Name: "fw.check", Writes: true, Decision: true, Creates: true, Keys: KeysOne, costAt: 3,
 			changed: admittedCost(2), apply: (*shardJob).fixedWindow},
 		OpRefund: {Name: "refund", Writes: true, Keys: KeysOne, changed: succeeded, apply: (*shardJob).refund},
 		OpInfo:   {Name: "info", Keys: KeysOne, apply: (*shardJob).info},
@@ -184,7 +187,14 @@ func Ops() []Op {
 
 // Writes reports whether the command may change state: only a leader may
 // run it, and it is journaled and replicated.
-func (c *Command) Writes() bool { return c.Op.spec().Writes }
+//
+// A decision of cost 0 (a peek) is a read: it is answered on a follower
+// that allows reads and while the journal is failing, and never
+// replicated.
+func (c *Command) Writes() bool {
+	s := c.Op.spec()
+	return s.Writes && (s.costAt == 0 || c.N[s.costAt-1] != 0)
+}
 
 // heldShards reports whether the command runs on held shards: several keys
 // that may live on several shards.
