@@ -67,7 +67,8 @@ type client struct {
 	scan       reqScan // of the request at rbuf[start:]
 	bigReplies int     // flagBigReply commands in batch
 	// lastCommand is when the connection last sent a complete command
-	// (the idle timeout counts from it); idleSet: a read deadline is set.
+	// (the idle timeout counts from it), kept while idleSet: a timeout is
+	// set and the read deadline with it.
 	lastCommand time.Time
 	idleSet     bool
 	args        [][]byte
@@ -123,7 +124,6 @@ func (c *client) serve() {
 			c.s.log.Error("connection handler panicked; closing the connection", "client", c.addr, "panic", fmt.Sprint(r))
 		}
 	}()
-	c.lastCommand = time.Now()
 	for !c.quit {
 		if !c.setIdleDeadline() {
 			return
@@ -138,7 +138,7 @@ func (c *client) serve() {
 		n, err := c.nc.Read(c.rbuf[c.end:])
 		c.end += n
 		if n > 0 {
-			if c.process() > 0 {
+			if c.process() > 0 && c.idleSet {
 				c.lastCommand = time.Now()
 			}
 			c.flushOut()
@@ -157,6 +157,11 @@ func (c *client) setIdleDeadline() bool {
 	idle := time.Duration(c.s.idle.Load())
 	switch {
 	case idle > 0:
+		if !c.idleSet {
+			// The clock starts when the timeout does (at connect, or at
+			// CONFIG SET timeout): the time is read only while one is set.
+			c.lastCommand = time.Now()
+		}
 		c.nc.SetReadDeadline(c.lastCommand.Add(idle))
 		c.idleSet = true
 	case c.idleSet:
@@ -206,6 +211,40 @@ func (c *client) process() int {
 	used := 0
 	count := 0
 	for c.start < c.end && !c.quit {
+		var args [][]byte
+		if !c.scan.started {
+			// The common case, a whole request in the buffer, is parsed
+			// at once and its limits checked on what it holds; the scan
+			// takes an unfinished or malformed request (once, so that no
+			// request is parsed again on every read), reads its lengths
+			// as they come and words its errors as Redis does.
+			buf := c.rbuf[c.start:c.end]
+			complete, parsed, leftover, err := nextCommand(buf, c.args[used:])
+			if err == nil && complete {
+				c.start += len(buf) - len(leftover)
+				args = parsed
+				if lerr := c.checkArgs(args); lerr == errArgTooLarge {
+					count++
+					c.reject(errArgTooLarge)
+					continue
+				} else if lerr != nil {
+					c.protocolError(lerr)
+					break
+				}
+				if len(args) > 0 && len(c.args) > used && &args[0] == &c.args[used] {
+					used += len(args)
+				}
+				if len(args) == 0 {
+					continue
+				}
+				count++
+				c.dispatch(args)
+				if len(c.batch.Cmds) >= c.s.cfg.MaxPipeline {
+					c.flushBatch()
+				}
+				continue
+			}
+		}
 		n, err := c.scan.next(c.rbuf[c.start:c.end], c.authed, c.s.cfg.ProtoMaxBulkLen)
 		if err == nil && n == 0 {
 			if c.scan.dropping() {
@@ -215,7 +254,6 @@ func (c *client) process() int {
 			}
 			break
 		}
-		var args [][]byte
 		if err == nil {
 			req := c.rbuf[c.start : c.start+n]
 			c.start += n
@@ -232,13 +270,7 @@ func (c *client) process() int {
 			}
 		}
 		if err != nil {
-			c.flushBatch()
-			msg := err.Error()
-			if !strings.HasPrefix(msg, "Protocol error") {
-				msg = "Protocol error: " + msg
-			}
-			c.writeError(errors.New(msg))
-			c.quit = true // Redis closes the connection after a protocol error
+			c.protocolError(err)
 			break
 		}
 		if len(args) > 0 && len(c.args) > used && &args[0] == &c.args[used] {
@@ -262,6 +294,37 @@ func (c *client) process() int {
 		c.args = make([][]byte, 2*len(c.args))
 	}
 	return count
+}
+
+// protocolError answers err, after the replies owed, and ends the
+// connection, as Redis does.
+func (c *client) protocolError(err error) {
+	c.flushBatch()
+	msg := err.Error()
+	if !strings.HasPrefix(msg, "Protocol error") {
+		msg = "Protocol error: " + msg
+	}
+	c.writeError(errors.New(msg))
+	c.quit = true
+}
+
+// checkArgs applies the scan's limits (reqscan.go) to a request parsed
+// whole.
+func (c *client) checkArgs(args [][]byte) error {
+	if !c.authed && len(args) > unauthMaxArgs {
+		return errMbulkUnauth
+	}
+	for _, a := range args {
+		switch {
+		case len(a) > c.s.cfg.ProtoMaxBulkLen:
+			return errProtoBulk
+		case !c.authed && len(a) > unauthMaxBulk:
+			return errBulkUnauth
+		case len(a) > largestArg:
+			return errArgTooLarge
+		}
+	}
+	return nil
 }
 
 // dispatch looks a command up, checks arity and AUTH, and either parses it

@@ -26,7 +26,9 @@ import (
 //
 // The scan keeps its place between reads, so a request that arrives a
 // byte at a time costs linear time in its size; only a complete request
-// goes to the RESP parser, once.
+// goes to the RESP parser, once. A request already whole in the buffer
+// (the common case) is parsed at once and the same limits are checked on
+// its arguments (client.checkArgs); the scan takes the others.
 
 const (
 	inlineMax      = 64 << 10      // PROTO_INLINE_MAX_SIZE
