@@ -110,6 +110,10 @@ func TestFollowerRedirects(t *testing.T) {
 		if _, ok := isMoved(runReadOnly(f, slCheck("x", 1, 1)).Replies[0].Err); !ok {
 			t.Errorf("READONLY follower answered a decision")
 		}
+		// A peek (cost 0) is a read: the follower answers it from its state.
+		if r := runReadOnly(f, slCheck("user:{42}:a", 10, 0)).Replies[0]; r.Kind != engine.ReplyDecision || r.Dec.Limited || r.Dec.Remaining != 9 {
+			t.Errorf("READONLY peek on a follower = %+v, want remaining 9", r)
+		}
 		// Membership changes are the leader's too.
 		if _, ok := isMoved(f.Join("someone", "127.0.0.1:1", "c:1")); !ok {
 			t.Errorf("Join on a follower did not redirect")
