@@ -184,6 +184,20 @@ func (j *shardJob) appendRecord(w *journalWriter) error {
 	return nil
 }
 
+// ObserveJournalSeq makes every record journaled from now on take a seq
+// above seq: what a loaded snapshot covers (its positions) or a replayed
+// record used. Without it, a process that starts from a snapshot would
+// number its records from 1 again, and a replay after its crash would skip
+// them as covered by that snapshot.
+func (e *Engine) ObserveJournalSeq(seq uint64) {
+	for {
+		cur := e.journalSeq.Load()
+		if seq <= cur || e.journalSeq.CompareAndSwap(cur, seq) {
+			return
+		}
+	}
+}
+
 // Replay applies one journal record through the normal engine path at the
 // record's own now, which it returns, skipping it when the snapshot already
 // includes it (covered(shard, seq) reports that). Replay bypasses
@@ -205,12 +219,7 @@ func (e *Engine) Replay(rec []byte, covered func(shard int, seq uint64) bool) (n
 	} else if covered != nil && covered(d.Shard, d.Seq) {
 		return d.Now, nil
 	}
-	for {
-		cur := e.journalSeq.Load()
-		if d.Seq <= cur || e.journalSeq.CompareAndSwap(cur, d.Seq) {
-			break
-		}
-	}
+	e.ObserveJournalSeq(d.Seq)
 	b := &Batch{replaying: true}
 	b.Cmds = d.Cmds
 	e.Execute(b, d.Now)

@@ -141,6 +141,9 @@ func OpenDurable(e *engine.Engine, cfg DurableConfig) (*Durable, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, p := range pos {
+		e.ObserveJournalSeq(p)
+	}
 	for _, g := range gens {
 		if g < firstGen {
 			continue
@@ -471,12 +474,22 @@ func (d *Durable) save() (err error) {
 // Close takes a final snapshot (a clean shutdown then restarts from it
 // without a replay) and closes the log. Call after the engine has stopped
 // taking commands.
-func (d *Durable) Close() error {
+func (d *Durable) Close() error { return d.close(true) }
+
+// CloseWithoutSnapshot is Close less the final snapshot (SHUTDOWN NOSAVE):
+// the log, closed and fsynced, keeps everything; start-up replays more of
+// it.
+func (d *Durable) CloseWithoutSnapshot() error { return d.close(false) }
+
+func (d *Durable) close(snapshot bool) error {
 	if d.closed.Swap(true) {
 		return nil
 	}
 	d.bg.Wait()
-	saveErr := d.Save()
+	var saveErr error
+	if snapshot {
+		saveErr = d.Save()
+	}
 	d.mu.Lock()
 	err := d.cur.Close()
 	d.mu.Unlock()

@@ -127,6 +127,10 @@ type Config struct {
 	// last complete command, not the last byte, so that a client sending a
 	// byte at a time cannot hold its connection.
 	Timeout time.Duration
+	// Shutdown, when set, is what SHUTDOWN asks for: stop the process as
+	// a SIGTERM does, with its final snapshot unless save is false. It
+	// must not block.
+	Shutdown func(save bool)
 	// TCPKeepAlive is the TCP keepalive period of accepted connections
 	// (Redis's tcp-keepalive). Default 300 s; negative disables.
 	TCPKeepAlive time.Duration

@@ -305,6 +305,7 @@ func run(args []string, stderr io.Writer) int {
 	if durable != nil {
 		backend, persister = durable, durable
 	}
+	shutdownReq := make(chan bool, 1) // SHUTDOWN: the final snapshot or not
 	srv := server.New(server.Config{
 		ACL:         acl,
 		Scripts:     scripts,
@@ -321,6 +322,12 @@ func run(args []string, stderr io.Writer) int {
 		}(),
 		MaxClients: o.maxClients,
 		Timeout:    time.Duration(o.idleTimeout) * time.Second,
+		Shutdown: func(save bool) {
+			select {
+			case shutdownReq <- save:
+			default: // one is under way
+			}
+		},
 		TCPKeepAlive: func() time.Duration {
 			if o.tcpKeepAlive <= 0 {
 				return -1 // off
@@ -343,7 +350,7 @@ func run(args []string, stderr io.Writer) int {
 	if err := srv.LoadACL(); err != nil {
 		log.Error("cannot load the ACL file; not starting", "aclfile", o.aclFile, "err", err)
 		srv.Close()
-		closeBackend(node, durable, eng, log)
+		closeBackend(node, durable, eng, log, true)
 		return 1
 	}
 
@@ -362,7 +369,7 @@ func run(args []string, stderr io.Writer) int {
 		if err != nil {
 			log.Error("cannot listen for metrics", "addr", o.metricsAddr, "err", err)
 			srv.Close()
-			closeBackend(node, durable, eng, log)
+			closeBackend(node, durable, eng, log, true)
 			return 1
 		}
 		mux := http.NewServeMux()
@@ -387,10 +394,14 @@ func run(args []string, stderr io.Writer) int {
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	code := 0
+	code, snapshot := 0, true
 wait:
 	for {
 		select {
+		case save := <-shutdownReq:
+			log.Info("SHUTDOWN, shutting down", "final_snapshot", save)
+			snapshot = save
+			break wait
 		case s := <-sig:
 			if s == syscall.SIGHUP {
 				// As Redis's CONFIG SET tls-*: new connections get the
@@ -416,21 +427,25 @@ wait:
 		metricsSrv.Close()
 	}
 	srv.Close()
-	closeBackend(node, durable, eng, log)
+	closeBackend(node, durable, eng, log, snapshot)
 	log.Info("Sluice is now ready to exit, bye bye...")
 	return code
 }
 
 // closeBackend stops what serves the server, outermost first: the cluster
 // node or the durable log (a final snapshot), then the engine.
-func closeBackend(node *replication.Node, durable *persistence.Durable, eng *engine.Engine, log *slog.Logger) {
+func closeBackend(node *replication.Node, durable *persistence.Durable, eng *engine.Engine, log *slog.Logger, snapshot bool) {
 	if node != nil {
 		if err := node.Close(); err != nil {
 			log.Error("closing the cluster node", "err", err)
 		}
 	}
 	if durable != nil {
-		if err := durable.Close(); err != nil {
+		closeDurable := durable.Close
+		if !snapshot {
+			closeDurable = durable.CloseWithoutSnapshot
+		}
+		if err := closeDurable(); err != nil {
 			log.Error("final snapshot failed; the append-only file still has everything", "err", err)
 		}
 	}

@@ -278,3 +278,45 @@ func TestCheckLogFixKeepsTheRecordsAfterDamage(t *testing.T) {
 		t.Fatalf("%d decisions counted after the fix; %d were made and one record was damaged", total, n)
 	}
 }
+
+// TestShutdownCommand: SHUTDOWN stops the process as SIGTERM does (exit
+// 0, state kept); NOSAVE skips the final snapshot, the log keeps
+// everything; ABORT with no shutdown under way is an error.
+func TestShutdownCommand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the binary three times")
+	}
+	dir := t.TempDir()
+	for i, how := range [][]string{{"SHUTDOWN"}, {"SHUTDOWN", "NOSAVE"}} {
+		addr, cmd := startBinary(t, "--dir", dir)
+		c := sluicetest.DialRaw(t, "tcp", addr)
+		if got := c.Do(t, "SHUTDOWN", "ABORT"); got != "-ERR No shutdown in progress.\r\n" {
+			t.Fatalf("SHUTDOWN ABORT: %q", got)
+		}
+		if got := c.Do(t, "SET", "k"+strconv.Itoa(i), "v"); got != "+OK\r\n" {
+			t.Fatal(got)
+		}
+		c.Conn().Write([]byte(fmt.Sprintf("*%d\r\n", len(how))))
+		for _, a := range how {
+			fmt.Fprintf(c.Conn(), "$%d\r\n%s\r\n", len(a), a)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("%v: the process exited with %v", how, err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%v: the process still runs 20 s later", how)
+		}
+	}
+	addr, cmd := startBinary(t, "--dir", dir)
+	defer killHard(t, cmd)
+	c := sluicetest.DialRaw(t, "tcp", addr)
+	for _, k := range []string{"k0", "k1"} {
+		if got := c.Do(t, "GET", k); got != "$1\r\nv\r\n" {
+			t.Fatalf("GET %s after the shutdowns: %q", k, got)
+		}
+	}
+}
