@@ -212,6 +212,8 @@ func (c *client) process() int {
 	count := 0
 	for c.start < c.end && !c.quit {
 		var args [][]byte
+		var err error
+		whole := false
 		if !c.scan.started {
 			// The common case, a whole request in the buffer, is parsed
 			// at once and its limits checked on what it holds; the scan
@@ -219,54 +221,42 @@ func (c *client) process() int {
 			// request is parsed again on every read), reads its lengths
 			// as they come and words its errors as Redis does.
 			buf := c.rbuf[c.start:c.end]
-			complete, parsed, leftover, err := nextCommand(buf, c.args[used:])
-			if err == nil && complete {
+			complete, parsed, leftover, perr := nextCommand(buf, c.args[used:])
+			if perr == nil && complete {
 				c.start += len(buf) - len(leftover)
-				args = parsed
-				if lerr := c.checkArgs(args); lerr == errArgTooLarge {
+				args, whole = parsed, true
+				if err = c.checkArgs(args); err == errArgTooLarge {
+					count++
+					c.reject(err)
+					continue
+				}
+			}
+		}
+		if !whole {
+			var n int
+			n, err = c.scan.next(c.rbuf[c.start:c.end], c.authed, c.s.cfg.ProtoMaxBulkLen)
+			if err == nil && n == 0 {
+				if c.scan.dropping() {
+					// A refused request's bytes are let go as they come.
+					c.start += c.scan.pos
+					c.scan.dropped(c.scan.pos)
+				}
+				break
+			}
+			if err == nil {
+				req := c.rbuf[c.start : c.start+n]
+				c.start += n
+				if c.scan.takeRefused() {
 					count++
 					c.reject(errArgTooLarge)
 					continue
-				} else if lerr != nil {
-					c.protocolError(lerr)
-					break
 				}
-				if len(args) > 0 && len(c.args) > used && &args[0] == &c.args[used] {
-					used += len(args)
+				var complete bool
+				var leftover []byte
+				complete, args, leftover, err = nextCommand(req, c.args[used:])
+				if err == nil && (!complete || len(leftover) > 0) {
+					err = errProtoRequest // the scan and the parser disagree
 				}
-				if len(args) == 0 {
-					continue
-				}
-				count++
-				c.dispatch(args)
-				if len(c.batch.Cmds) >= c.s.cfg.MaxPipeline {
-					c.flushBatch()
-				}
-				continue
-			}
-		}
-		n, err := c.scan.next(c.rbuf[c.start:c.end], c.authed, c.s.cfg.ProtoMaxBulkLen)
-		if err == nil && n == 0 {
-			if c.scan.dropping() {
-				// A refused request's bytes are let go as they come.
-				c.start += c.scan.pos
-				c.scan.dropped(c.scan.pos)
-			}
-			break
-		}
-		if err == nil {
-			req := c.rbuf[c.start : c.start+n]
-			c.start += n
-			if c.scan.takeRefused() {
-				count++
-				c.reject(errArgTooLarge)
-				continue
-			}
-			var complete bool
-			var leftover []byte
-			complete, args, leftover, err = nextCommand(req, c.args[used:])
-			if err == nil && (!complete || len(leftover) > 0) {
-				err = errProtoRequest // the scan and the parser disagree
 			}
 		}
 		if err != nil {
