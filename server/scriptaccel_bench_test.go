@@ -27,6 +27,9 @@ func BenchmarkNativeScripts(b *testing.B) {
 		{"redis_rate_allowatmost", []string{"100", "100", "1", "1"}, "redis_rate_allowatmost.lua"},
 		{"rlflex_incrttl", []string{"1", "1", "100", "1"}, "rlflex_incr_ttl.lua"},
 		{"rate_limit_redis_increment", []string{"1000"}, "rate_limit_redis_increment.lua"},
+		{"ulule_incr", []string{"1", "60000"}, "ulule_incr.lua"},
+		{"fastify_incr", []string{"60000", "1000000", "false", "false"}, "fastify_incr.lua"},
+		{"limits_incr_expire", []string{"60", "1"}, "limits_incr_expire.lua"},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			scripts := NewScripts(nil)
