@@ -184,15 +184,22 @@ func (sr *scriptRun) call(args ...[]byte) engine.Reply {
 // shared (values are made fresh: a stored value's bytes may be the
 // table's).
 var (
-	wGET    = []byte("GET")
-	wSET    = []byte("SET")
-	wEX     = []byte("EX")
-	wPX     = []byte("PX")
-	wNX     = []byte("NX")
-	wINCR   = []byte("INCR")
-	wINCRBY = []byte("INCRBY")
-	wPTTL   = []byte("PTTL")
-	wEXPIRE = []byte("EXPIRE")
+	wGET     = []byte("GET")
+	wSET     = []byte("SET")
+	wEX      = []byte("EX")
+	wPX      = []byte("PX")
+	wNX      = []byte("NX")
+	wINCR    = []byte("INCR")
+	wINCRBY  = []byte("INCRBY")
+	wPTTL    = []byte("PTTL")
+	wEXPIRE  = []byte("EXPIRE")
+	wPEXPIRE = []byte("PEXPIRE")
+	wSETEX   = []byte("SETEX")
+	wLRANGE  = []byte("LRANGE")
+	wLINDEX  = []byte("LINDEX")
+	wLPUSH   = []byte("LPUSH")
+	wLTRIM   = []byte("LTRIM")
+	wZero    = []byte("0") // LTRIM's start: parsed, never stored
 )
 
 // Lua's coercion of a string to a number, for the strings native
@@ -270,20 +277,16 @@ func redisRateTAT(sr *scriptRun, key []byte) (now, tat float64, ok bool) {
 	const jan1st2017 = 1483228800
 	r := sr.run
 	now = float64(r.Now/1e9-jan1st2017) + float64(r.Now%1e9/1e3)/1000000
-	stored := sr.call(wGET, key)
-	switch stored.Kind {
-	case engine.ReplyNil:
+	v, found, give := accelGetString(sr.call(wGET, key))
+	switch {
+	case give:
+		return 0, 0, false
+	case !found:
 		tat = now
-	case engine.ReplyBulk:
-		v := stored.Bulk
-		if v == nil {
-			v = []byte(stored.Str)
-		}
+	default:
 		if tat, ok = luaDecimal(v); !ok {
 			return 0, 0, false
 		}
-	default:
-		return 0, 0, false
 	}
 	if now > tat { // math.max(tat, now)
 		tat = now

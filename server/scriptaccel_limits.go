@@ -14,15 +14,6 @@ import (
 // (changing nothing) on anything it cannot prove it handles as Lua and
 // Redis would.
 
-// Command words and the index 0 the limits scripts send (never stored).
-var (
-	wLRANGE = []byte("LRANGE")
-	wLINDEX = []byte("LINDEX")
-	wLPUSH  = []byte("LPUSH")
-	wLTRIM  = []byte("LTRIM")
-	wZero   = []byte("0")
-)
-
 // limitsMaxUnpack is the most values unpack(t) returns in Redis's Lua 5.1:
 // lua_checkstack refuses when the frame's one argument and n results pass
 // LUAI_MAXCSTACK (8000), "too many results to unpack".

@@ -18,9 +18,6 @@ import (
 
 var (
 	accelGiveUp    = engine.Reply{}
-	accelGET       = []byte("GET")
-	accelPTTL      = []byte("PTTL")
-	accelPEXPIRE   = []byte("PEXPIRE")
 	throttledNoKey = engine.Reply{Kind: engine.ReplyError, Err: engine.RawError("key does not exist")}
 )
 
@@ -93,18 +90,18 @@ func ululeIncr(sr *scriptRun) (engine.Reply, bool) {
 		}
 	}
 	key := r.Keys[0]
-	ret := sr.call([]byte("incrby"), key, r.Args[0])
+	ret := sr.call(wINCRBY, key, r.Args[0])
 	if ret.Kind != engine.ReplyInt {
 		return accelGiveUp, false // the error came before any write
 	}
 	cur := float64(ret.Int)
 	if cur == float64(n) {
 		if ttl > 0 {
-			sr.call([]byte("pexpire"), key, r.Args[1]) // cannot fail: checked above, and the key is there
+			sr.call(wPEXPIRE, key, r.Args[1]) // cannot fail: checked above, and the key is there
 		}
 		return accelPair(numItem(cur), numItem(ttl)), true
 	}
-	pttl := sr.call([]byte("pttl"), key)
+	pttl := sr.call(wPTTL, key)
 	if pttl.Kind != engine.ReplyInt {
 		return accelGiveUp, false // PTTL cannot fail; never reached
 	}
@@ -122,7 +119,7 @@ func ululePeek(sr *scriptRun) (engine.Reply, bool) {
 		return accelGiveUp, false
 	}
 	key := r.Keys[0]
-	v, ok, give := accelGetString(sr.call([]byte("get"), key))
+	v, ok, give := accelGetString(sr.call(wGET, key))
 	if give {
 		return accelGiveUp, false
 	}
@@ -133,7 +130,7 @@ func ululePeek(sr *scriptRun) (engine.Reply, bool) {
 	if !ok {
 		return accelGiveUp, false
 	}
-	pttl := sr.call([]byte("pttl"), key)
+	pttl := sr.call(wPTTL, key)
 	if pttl.Kind != engine.ReplyInt {
 		return accelGiveUp, false
 	}
@@ -155,7 +152,7 @@ func throttledCAS(sr *scriptRun) (engine.Reply, bool) {
 		return accelGiveUp, false
 	}
 	key := r.Keys[0]
-	v, ok, give := accelGetString(sr.call([]byte("get"), key))
+	v, ok, give := accelGetString(sr.call(wGET, key))
 	if give {
 		return accelGiveUp, false
 	}
@@ -171,7 +168,7 @@ func throttledCAS(sr *scriptRun) (engine.Reply, bool) {
 	if secs, err := engine.ParseInt64(r.Args[2]); err != nil || secs <= 0 || secs > 1e9 {
 		return accelGiveUp, false
 	}
-	if rep := sr.call([]byte("setex"), key, r.Args[2], r.Args[1]); rep.Kind == engine.ReplyError {
+	if rep := sr.call(wSETEX, key, r.Args[2], r.Args[1]); rep.Kind == engine.ReplyError {
 		return accelGiveUp, false
 	}
 	return intItem(1), true
@@ -237,7 +234,7 @@ func fastifyIncr(sr *scriptRun) (engine.Reply, bool) {
 		// takes: read the counter first to know what INCR will answer (it
 		// parses the value as ParseInt64 does), and give up while nothing
 		// is written.
-		v, ok, give := accelGetString(sr.call(accelGET, key))
+		v, ok, give := accelGetString(sr.call(wGET, key))
 		if give {
 			return accelGiveUp, false
 		}
@@ -253,7 +250,7 @@ func fastifyIncr(sr *scriptRun) (engine.Reply, bool) {
 			return accelGiveUp, false
 		}
 	}
-	incr := sr.call([]byte("INCR"), key)
+	incr := sr.call(wINCR, key)
 	if incr.Kind != engine.ReplyInt {
 		return accelGiveUp, false // the error came before any write
 	}
@@ -261,13 +258,13 @@ func fastifyIncr(sr *scriptRun) (engine.Reply, bool) {
 	out := window
 	switch {
 	case current == 1 || (continueExceeding && current > max):
-		sr.call(accelPEXPIRE, key, windowArg) // cannot fail: checked above, and the key is there
+		sr.call(wPEXPIRE, key, windowArg) // cannot fail: checked above, and the key is there
 	case backoff && current > max:
 		// Within accelMaxExpireMS: current is the one foreseen above.
 		out = fastifyBackoffWindow(window, max, current)
-		sr.call(accelPEXPIRE, key, script.CallArg(out))
+		sr.call(wPEXPIRE, key, script.CallArg(out))
 	default:
-		pttl := sr.call(accelPTTL, key)
+		pttl := sr.call(wPTTL, key)
 		if pttl.Kind != engine.ReplyInt {
 			return accelGiveUp, false // PTTL cannot fail; never reached
 		}
@@ -304,7 +301,7 @@ func fastifyRead(sr *scriptRun) (engine.Reply, bool) {
 		return accelGiveUp, false
 	}
 	key := r.Keys[0]
-	v, ok, give := accelGetString(sr.call(accelGET, key))
+	v, ok, give := accelGetString(sr.call(wGET, key))
 	if give {
 		return accelGiveUp, false
 	}
@@ -315,7 +312,7 @@ func fastifyRead(sr *scriptRun) (engine.Reply, bool) {
 	if !ok {
 		return accelGiveUp, false
 	}
-	pttl := sr.call(accelPTTL, key)
+	pttl := sr.call(wPTTL, key)
 	if pttl.Kind != engine.ReplyInt {
 		return accelGiveUp, false
 	}
@@ -336,7 +333,7 @@ func rateLimitRedisGet(sr *scriptRun) (engine.Reply, bool) {
 		return accelGiveUp, false
 	}
 	key := r.Keys[0]
-	v, ok, give := accelGetString(sr.call(accelGET, key))
+	v, ok, give := accelGetString(sr.call(wGET, key))
 	if give {
 		return accelGiveUp, false
 	}
@@ -345,7 +342,7 @@ func rateLimitRedisGet(sr *scriptRun) (engine.Reply, bool) {
 		// A copy, as the Lua string is: the reply outlives the script.
 		hits = engine.Reply{Kind: engine.ReplyBulk, Str: string(v)}
 	}
-	pttl := sr.call(accelPTTL, key)
+	pttl := sr.call(wPTTL, key)
 	if pttl.Kind != engine.ReplyInt {
 		return accelGiveUp, false
 	}
