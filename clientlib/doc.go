@@ -10,7 +10,9 @@
 //
 // Each call has a short timeout (DefaultTimeout, 50 ms). When the server
 // cannot be reached in time, or says it cannot serve (LOADING, TRYAGAIN,
-// CLUSTERDOWN, MASTERDOWN), the Limiter's Policy answers instead, and the
+// CLUSTERDOWN, MASTERDOWN, a cluster's "outcome unknown", or a MOVED, ASK
+// or READONLY left over when a cluster client ran out of redirects), the
+// Limiter's Policy answers instead, and the
 // Result says so in Source and Err:
 //
 //   - FailClosed for abuse-facing limits (login, signup, password reset):
@@ -38,10 +40,20 @@
 // (tens of microseconds on a small VM) and leaves the abandoned command to
 // finish, and possibly be charged, in the background.
 //
-// A decision is not idempotent: go-redis retries some failed commands, and a
-// command whose write reached the server before the connection broke may
-// then be charged twice. Give the Limiter a client with MaxRetries: -1 when
-// that matters; the timeout already bounds how long a call can take.
+// # Request ids: charged once, whatever is retried
+//
+// Every decision (AllowN with a positive cost, All) carries a request id
+// (REQID). The server remembers each id's reply per key for its
+// reqid-window (10 s by default) and answers a retry with it, charging
+// nothing again. So go-redis's own retries of a command whose connection
+// broke, and the Limiter's one retry after a lost answer (a timeout, a
+// dropped connection, a cluster's "outcome unknown"; made only while the
+// server was answering, so a call takes at most twice the timeout) charge
+// once. A caller that retries a request itself passes one id for all its
+// attempts with WithRequestID. With a ClusterClient, every failure also
+// asks go-redis to reload its slot map, so a killed leader's replacement
+// is found within about a second of its election instead of at the next
+// periodic reload.
 //
 // # Over-limit cache
 //

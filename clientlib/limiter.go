@@ -95,6 +95,8 @@ type Limiter struct {
 
 	alarms        atomic.Uint64
 	policyAnswers atomic.Uint64
+
+	ids *idSource // request ids (reqid.go)
 }
 
 // NewLimiter returns a Limiter that sends its commands through rdb: a
@@ -107,6 +109,7 @@ func NewLimiter(rdb redis.UniversalClient, opts ...Option) *Limiter {
 		fallbackCap:   DefaultFallbackCapacity,
 		fallbackShare: 1,
 		maxStuck:      maxStuck,
+		ids:           newIDSource(),
 	}
 	for _, o := range opts {
 		o(l)
@@ -215,6 +218,9 @@ func (l *Limiter) AllowN(ctx context.Context, key string, limit Limit, n int64) 
 	if err := limit.validate(); err != nil {
 		return Result{}, err
 	}
+	if err := checkRequestID(ctx); err != nil {
+		return Result{}, err
+	}
 	if l.skipServer(sent) {
 		return l.policyResult(key, limit, n, l.now(), errSkipped)
 	}
@@ -225,6 +231,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, limit Limit, n int64) 
 	case callerGaveUp(ctx):
 		return Result{}, err
 	case unavailable(err):
+		l.refreshRoutes(ctx)
 		l.observe(false, sent, err)
 		return l.policyResult(key, limit, n, l.now(), err)
 	default:
@@ -241,12 +248,29 @@ func (l *Limiter) AllowN(ctx context.Context, key string, limit Limit, n int64) 
 
 var errReplyShape = errors.New("clientlib: unexpected reply shape")
 
-// decide sends one decision command. Its arguments live in a pooled struct
-// and go-redis's IntSliceCmd parses the reply straight into []int64, so a
-// call allocates less than a bare rdb.Do of the same command (whose reply
-// is a []interface{} of boxed integers).
+// decide sends one decision command with a request id, and once more with
+// the same id when the first answer was lost (worthRetrying) while the
+// server was answering: the server charges the two attempts once.
 func (l *Limiter) decide(ctx context.Context, key string, limit Limit, n int64) ([]int64, error) {
 	a := decisionPool.Get().(*decisionArgs)
+	l.idFor(ctx, &a.reqID) // checked by the caller
+	id := a.reqID          // a is released as soon as go-redis is done with it
+	healthy := !l.degraded.Load()
+	v, err := l.decideOnce(ctx, a, key, limit, n)
+	if n > 0 && healthy && worthRetrying(ctx, err) {
+		l.refreshRoutes(ctx)
+		a = decisionPool.Get().(*decisionArgs)
+		a.reqID = id
+		v, err = l.decideOnce(ctx, a, key, limit, n)
+	}
+	return v, err
+}
+
+// decideOnce sends one decision command. Its arguments live in a pooled
+// struct and go-redis's IntSliceCmd parses the reply straight into
+// []int64, so a call allocates less than a bare rdb.Do of the same command
+// (whose reply is a []interface{} of boxed integers).
+func (l *Limiter) decideOnce(ctx context.Context, a *decisionArgs, key string, limit Limit, n int64) ([]int64, error) {
 	cmd := redis.NewIntSliceCmd(ctx, a.fill(limit, key, n)...)
 	cmd.SetFirstKeyPos(1)
 	if err := l.process(ctx, cmd, a); err != nil {
@@ -283,6 +307,7 @@ func (l *Limiter) do(ctx context.Context, cmd redis.Cmder) error {
 	case callerGaveUp(ctx):
 		return err
 	case unavailable(err):
+		l.refreshRoutes(ctx)
 		l.observe(false, sent, err)
 		return failedErr(err)
 	}
@@ -443,18 +468,33 @@ func (l *Limiter) All(ctx context.Context, reqs ...Request) (AllResult, error) {
 			}
 		}
 	}
+	if err := checkRequestID(ctx); err != nil {
+		return AllResult{}, err
+	}
 	if l.skipServer(sent) {
 		return l.policyAll(reqs, l.now(), errSkipped)
 	}
-	args := make([]interface{}, 0, 2+7*len(reqs))
+	args := make([]interface{}, 0, 4+7*len(reqs))
 	args = append(args, "LIMIT.ALL", len(reqs))
 	for _, q := range reqs {
 		args = q.Limit.args(args, q.Key, q.Cost)
 	}
-	cmd := redis.NewSliceCmd(ctx, args...)
-	// The first limit's key, so a cluster client routes by it.
-	cmd.SetFirstKeyPos(3)
-	err := l.process(ctx, cmd, nil)
+	var id reqIDArg
+	l.idFor(ctx, &id)
+	args = append(args, "REQID", &id)
+	send := func() (*redis.SliceCmd, error) {
+		cmd := redis.NewSliceCmd(ctx, args...)
+		// The first limit's key, so a cluster client routes by it.
+		cmd.SetFirstKeyPos(3)
+		return cmd, l.process(ctx, cmd, nil)
+	}
+	healthy := !l.degraded.Load()
+	cmd, err := send()
+	if healthy && worthRetrying(ctx, err) {
+		// The same id: the server charges both attempts once.
+		l.refreshRoutes(ctx)
+		cmd, err = send()
+	}
 	v := cmd.Val()
 	switch {
 	case err == nil:
@@ -462,6 +502,7 @@ func (l *Limiter) All(ctx context.Context, reqs ...Request) (AllResult, error) {
 	case callerGaveUp(ctx):
 		return AllResult{}, err
 	case unavailable(err):
+		l.refreshRoutes(ctx)
 		l.observe(false, sent, err)
 		return l.policyAll(reqs, l.now(), err)
 	default:

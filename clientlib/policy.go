@@ -86,12 +86,15 @@ func unavailable(err error) bool {
 		return true
 	}
 	msg := re.Error()
-	for _, p := range [...]string{"LOADING", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "ERR max number of clients reached"} {
+	// MOVED, ASK and READONLY reach the caller only when the cluster
+	// client ran out of redirects (a group still electing its leader):
+	// the decision was not made, and the server is as good as down.
+	for _, p := range [...]string{"LOADING", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "ERR max number of clients reached", "MOVED ", "ASK ", "READONLY "} {
 		if strings.HasPrefix(msg, p) {
 			return true
 		}
 	}
-	return false
+	return outcomeUnknown(err)
 }
 
 // callerGaveUp reports whether the caller's own context ended the call. Its

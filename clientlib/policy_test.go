@@ -165,15 +165,19 @@ func TestAbandonedCallsAreBounded(t *testing.T) {
 	limit := clientlib.PerMinute(10)
 	untilServer(t, l, "k", limit)
 	px.SetMode(faultproxy.Blackhole)
-	for i := range 2 {
-		start := time.Now()
-		r, _ := l.Allow(ctx, "k", limit)
-		if took := time.Since(start); r.Source != clientlib.FromFailOpen || took < timeout || took > timeout+slack {
-			t.Errorf("call %d: %v after %v, want fail-open after the timeout", i, r.Source, took)
-		}
-	}
-	// Two commands are stuck: the third is not sent at all.
+	// The first call, made while the server answered, is sent twice with
+	// one request id (the second attempt after the first's timeout).
 	sent := hook.count("cl.throttle")
+	start := time.Now()
+	r, _ := l.Allow(ctx, "k", limit)
+	if took := time.Since(start); r.Source != clientlib.FromFailOpen || took < 2*timeout || took > 2*timeout+slack {
+		t.Errorf("first call: %v after %v, want fail-open after two timeouts", r.Source, took)
+	}
+	if n := hook.count("cl.throttle") - sent; n != 2 {
+		t.Errorf("first call sent %d commands, want 2", n)
+	}
+	// Two commands are stuck: the next call is not sent at all.
+	sent = hook.count("cl.throttle")
 	if r, _ := l.Allow(ctx, "k", limit); r.Source != clientlib.FromFailOpen || hook.count("cl.throttle") != sent {
 		t.Errorf("third call: %v, %d commands sent, want fail-open without sending", r.Source, hook.count("cl.throttle")-sent)
 	}
@@ -327,8 +331,10 @@ func TestProbeInterval(t *testing.T) {
 			t.Fatalf("%+v", r)
 		}
 	}
-	if n := hook.count("cl.throttle"); n != 1 {
-		t.Errorf("%d probes within one interval, want 1", n)
+	// One probe: the first call, made while the Limiter still thought the
+	// server up, which is sent twice (its retry, with the same id).
+	if n := hook.count("cl.throttle"); n != 2 {
+		t.Errorf("%d commands within one interval, want the first call's 2", n)
 	}
 	px.SetMode(faultproxy.Forward)
 	// Still inside the interval: no probe, so still the policy.
@@ -339,8 +345,8 @@ func TestProbeInterval(t *testing.T) {
 	if r, err := l.Allow(ctx, "k", limit); err != nil || r.Source != clientlib.FromServer {
 		t.Errorf("probe after the interval: %+v %v", r, err)
 	}
-	if n := hook.count("cl.throttle"); n != 2 {
-		t.Errorf("%d requests, want 2", n)
+	if n := hook.count("cl.throttle"); n != 3 {
+		t.Errorf("%d requests, want 3 (a degraded Limiter's probe is not retried)", n)
 	}
 	if got := alarms.states(); !equalBools(got, []bool{true, false}) {
 		t.Errorf("alarms %v", got)

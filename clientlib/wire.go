@@ -27,10 +27,11 @@ func (d *decimalArg) set(p time.Duration) { d.n = len(appendSeconds(d.buf[:0], p
 // finishes with them before Process returns, and a user's Hook must not
 // retain them either (see the package doc).
 type decisionArgs struct {
-	args   [7]interface{}
+	args   [9]interface{}
 	key    string
 	nums   [3]int64
 	period decimalArg
+	reqID  reqIDArg
 }
 
 // familyCommand holds the command names already boxed: boxing a string
@@ -39,19 +40,26 @@ var familyCommand = [...]interface{}{cmdThrottle, cmdSW, cmdSL, cmdFW}
 
 var decisionPool = sync.Pool{New: func() any { return new(decisionArgs) }}
 
-// fill lays out CL.THROTTLE key max_burst count period quantity MS, or
-// XX.CHECK key limit window cost MS.
+// fill lays out CL.THROTTLE key max_burst count period quantity MS REQID
+// id, or XX.CHECK key limit window cost MS REQID id, with a.reqID already
+// set. A peek (cost 0) reads, and goes without an id.
 func (a *decisionArgs) fill(l Limit, key string, cost int64) []interface{} {
 	a.key = key
 	a.period.set(l.Period)
+	n := 6
 	if l.Family == FamilyGCRA {
 		a.nums = [3]int64{l.burst() - 1, l.Rate, cost}
-		a.args = [7]interface{}{cmdThrottle, &a.key, &a.nums[0], &a.nums[1], &a.period, &a.nums[2], "MS"}
-		return a.args[:7]
+		a.args = [9]interface{}{cmdThrottle, &a.key, &a.nums[0], &a.nums[1], &a.period, &a.nums[2], "MS"}
+		n = 7
+	} else {
+		a.nums = [3]int64{l.Rate, cost, 0}
+		a.args = [9]interface{}{familyCommand[l.Family], &a.key, &a.nums[0], &a.period, &a.nums[1], "MS"}
 	}
-	a.nums = [3]int64{l.Rate, cost, 0}
-	a.args = [7]interface{}{familyCommand[l.Family], &a.key, &a.nums[0], &a.period, &a.nums[1], "MS", nil}
-	return a.args[:6]
+	if cost > 0 {
+		a.args[n], a.args[n+1] = "REQID", &a.reqID
+		n += 2
+	}
+	return a.args[:n]
 }
 
 // release drops references the pool would otherwise keep alive.

@@ -28,7 +28,14 @@ func (j *shardJob) apply(t *shard.Table, c *Command, now int64) (r Reply) {
 		return errReply(errUnknownOp)
 	}
 	j.unchanged = false
-	r = spec.apply(j, t, c, now)
+	if len(c.ReqID) > 0 && spec.Decision && !j.dryRun && c.N[spec.costAt-1] > 0 {
+		r = j.decideOnce(t, c, now, spec)
+		if r.unchanged {
+			return r // the first reply again; nothing ran
+		}
+	} else {
+		r = spec.apply(j, t, c, now)
+	}
 	r.unchanged = j.unchanged
 	if spec.Writes && j.e.watches != nil && !j.dryRun {
 		// A copy, declared here: passing &r itself to the op's function

@@ -14,10 +14,17 @@ import (
 // Records written before Args existed never set it, so they still decode.
 const hasArgs = 0x80
 
+// hasReqID marks, in the same byte, a command that carries a request id
+// and its receipt's lifetime (after Args).
+const hasReqID = 0x40
+
 func appendCommand(buf []byte, c *Command) []byte {
 	multi := byte(c.Multi)
 	if len(c.Args) > 0 {
 		multi |= hasArgs
+	}
+	if len(c.ReqID) > 0 {
+		multi |= hasReqID
 	}
 	buf = append(buf, byte(c.Op), multi)
 	buf = binary.AppendUvarint(buf, uint64(c.Flags))
@@ -34,6 +41,11 @@ func appendCommand(buf []byte, c *Command) []byte {
 			buf = binary.AppendUvarint(buf, uint64(len(a)))
 			buf = append(buf, a...)
 		}
+	}
+	if len(c.ReqID) > 0 {
+		buf = binary.AppendUvarint(buf, uint64(len(c.ReqID)))
+		buf = append(buf, c.ReqID...)
+		buf = binary.AppendVarint(buf, c.ReqTTL)
 	}
 	// Sub-commands (LIMIT.ALL, multi-key DEL): one level deep.
 	buf = binary.AppendUvarint(buf, uint64(len(c.Sub)))
@@ -78,7 +90,7 @@ func (r *reader) commandUnder(depth int, parent Op) (Command, error) {
 	var c Command
 	c.Op = Op(r.byte())
 	multi := r.byte()
-	c.Multi = MultiKind(multi &^ hasArgs)
+	c.Multi = MultiKind(multi &^ (hasArgs | hasReqID))
 	c.Flags = Flags(r.uvarint())
 	c.Key = r.bytes()
 	c.Value = r.bytes()
@@ -93,6 +105,13 @@ func (r *reader) commandUnder(depth int, parent Op) (Command, error) {
 		c.Args = make([][]byte, n)
 		for i := range c.Args {
 			c.Args[i] = r.bytes()
+		}
+	}
+	if multi&hasReqID != 0 {
+		c.ReqID = r.bytes()
+		c.ReqTTL = r.varint()
+		if r.err != nil || len(c.ReqID) == 0 || len(c.ReqID) > MaxReqIDLen || c.ReqTTL <= 0 {
+			return c, errBadRecord
 		}
 	}
 	subs := r.uvarint()
@@ -128,6 +147,10 @@ func (c *Command) validShape(depth int, parent Op) error {
 		return bad("outside EXEC")
 	case c.Op == OpExec && depth > 0:
 		return bad("nested")
+	case len(c.ReqID) > 0 && !spec.Decision && c.Op != OpReceipt, c.Op == OpReceipt && len(c.ReqID) == 0:
+		return bad("with a request id it does not take")
+	case len(c.ReqID) > 0 && parent == OpLimitAll:
+		return bad("with a request id under LIMIT.ALL")
 	case spec.Keys == KeysLimits && len(c.Sub) == 0:
 		return bad("without limits")
 	case c.Op == OpRename && parent != OpRename && len(c.Sub) != 2:

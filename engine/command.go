@@ -59,7 +59,13 @@ type Command struct {
 	// Pattern filters OpKeys/OpScan; TypeFilter filters OpScan.
 	Pattern    []byte
 	TypeFilter []byte
-	hash       uint64
+	// ReqID is a decision's request id (REQID; receipts.go): a retry with
+	// the same id on the same key within ReqTTL ns gets the first reply and
+	// changes nothing. The server stamps ReqTTL, so a replay or a replica
+	// keeps each receipt exactly as long as the node that decided.
+	ReqID  []byte
+	ReqTTL int64
+	hash   uint64
 }
 
 // ReplyKind says which fields of a Reply are set.

@@ -97,10 +97,11 @@ func (e *Engine) shardNow(s int, b *Batch) int64 {
 // shardStats are written by one shard's owner and read by INFO; padded so
 // two owners never share a cache line.
 type shardStats struct {
-	allowed atomic.Int64
-	limited atomic.Int64
-	swept   atomic.Int64
-	_       [40]byte
+	allowed     atomic.Int64
+	limited     atomic.Int64
+	swept       atomic.Int64
+	receiptHits atomic.Int64 // retries answered from a receipt (REQID)
+	_           [32]byte
 }
 
 // Stats are engine counters for INFO.
@@ -108,6 +109,9 @@ type Stats struct {
 	Allowed, Limited, Swept int64
 	Keys                    int64
 	Memory                  int64
+	// ReceiptHits counts decisions answered from a receipt: retries with
+	// a request id already decided, charged nothing.
+	ReceiptHits int64
 }
 
 // New starts an engine and its shard owners.
@@ -191,6 +195,7 @@ func (e *Engine) Stats() Stats {
 		st.Allowed += e.stats[i].allowed.Load()
 		st.Limited += e.stats[i].limited.Load()
 		st.Swept += e.stats[i].swept.Load()
+		st.ReceiptHits += e.stats[i].receiptHits.Load()
 	}
 	st.Keys = e.Keys()
 	st.Memory = e.UsedMemory()
@@ -318,6 +323,8 @@ type shardJob struct {
 	// scratch holds a collection's new contents while an op builds them.
 	scratch []byte
 	log     []ratelimit.SLEntry
+	// rkey and rval are a receipt's side-table key and encoded reply.
+	rkey, rval []byte
 	// dryRun decides without writing: LIMIT.ALL's first phase.
 	dryRun bool
 	// committing is LIMIT.ALL's second phase, already cleared to create.

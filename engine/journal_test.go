@@ -7,11 +7,13 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/clock"
+	"github.com/sluicehq/sluice/shard"
 )
 
 // memJournal is an in-memory Journal for tests.
@@ -91,9 +93,13 @@ func workload(e *Engine, clk *clock.Clock, seed uint64, steps int, mid func()) {
 						c.Sub = append(c.Sub[:0],
 							Command{Op: OpThrottle, Key: []byte(fmt.Sprintf("a%d", rng.IntN(5))), N: [4]int64{4, 10, 1e9, 1}},
 							Command{Op: OpFWCheck, Key: []byte(fmt.Sprintf("b%d", rng.IntN(5))), N: [4]int64{5, 2e8, 1}})
+						withReqID(rng, c)
 						continue
 					}
 					c.Key = key
+					if c.Op.spec().Decision {
+						withReqID(rng, c)
+					}
 				}
 				if rng.IntN(10) == 0 {
 					clk.Advance(int64(rng.IntN(50)) * 1e6)
@@ -103,6 +109,16 @@ func workload(e *Engine, clk *clock.Clock, seed uint64, steps int, mid func()) {
 		}(uint64(w))
 	}
 	wg.Wait()
+}
+
+// withReqID gives a third of the decisions a request id from a small set,
+// so that retries, ids reused on other keys and expired receipts all
+// occur, and the receipts must be rebuilt with the state.
+func withReqID(rng *rand.Rand, c *Command) {
+	if rng.IntN(3) == 0 {
+		c.ReqID = []byte(fmt.Sprintf("r%d", rng.IntN(20)))
+		c.ReqTTL = int64(1+rng.IntN(3000)) * 1e6
+	}
 }
 
 // journaledEngine is an engine on a frozen clock journaling to memory;
@@ -121,6 +137,9 @@ func journaledEngine(t *testing.T) (*Engine, *memJournal, *clock.Clock) {
 func TestJournalReplayRebuildsState(t *testing.T) {
 	live, j, clk := journaledEngine(t)
 	workload(live, clk, 1, 300, nil)
+	if live.Stats().ReceiptHits == 0 || !strings.Contains(dump(t, live, clk.Now()), fmt.Sprintf(" %d ", shard.KindReceipt)) {
+		t.Fatal("the workload left no receipt or answered no retry from one; the test proves nothing about them")
+	}
 
 	// Replay into engines with the same and with a different shard count.
 	for _, shards := range []int{4, 8, 1} {

@@ -66,6 +66,13 @@ func (x *heldRun) limitAll(c *Command) Reply {
 			}
 		}
 	}
+	if len(c.ReqID) > 0 {
+		s := e.shardOf(c.Sub[0].hash)
+		if r, ok := jobs[s].findReceipt(tables[s], c.Sub[0].Key, c.ReqID, now); ok {
+			r.unchanged = true
+			return r
+		}
+	}
 	replies := make([]Reply, len(c.Sub))
 	firstTrip := -1
 	for i := range c.Sub {
@@ -84,7 +91,9 @@ func (x *heldRun) limitAll(c *Command) Reply {
 			return replies[firstTrip]
 		}
 		jobs[e.shardOf(c.Sub[firstTrip].hash)].limited++
-		return Reply{Kind: ReplyArray, Items: []Reply{intReply(1), intReply(int64(firstTrip)), {Kind: ReplyArray, Items: replies}}}
+		r := Reply{Kind: ReplyArray, Items: []Reply{intReply(1), intReply(int64(firstTrip)), {Kind: ReplyArray, Items: replies}}}
+		x.keepReceipt(c, &r)
+		return r
 	}
 	// The commit is journaled as plain decisions: they were allowed
 	// against this state, so replay allows them again.
@@ -96,5 +105,21 @@ func (x *heldRun) limitAll(c *Command) Reply {
 		j.committing = false
 		x.changed(s, &c.Sub[i], &replies[i])
 	}
-	return Reply{Kind: ReplyArray, Items: []Reply{intReply(0), intReply(-1), {Kind: ReplyArray, Items: replies}}}
+	r := Reply{Kind: ReplyArray, Items: []Reply{intReply(0), intReply(-1), {Kind: ReplyArray, Items: replies}}}
+	x.keepReceipt(c, &r)
+	return r
+}
+
+// keepReceipt stores a LIMIT.ALL's reply as the receipt of its request id,
+// on its first limit's key, and journals it (the decisions are journaled
+// one by one, without the id).
+func (x *heldRun) keepReceipt(c *Command, r *Reply) {
+	if len(c.ReqID) == 0 {
+		return
+	}
+	first := &c.Sub[0]
+	s := x.e.shardOf(first.hash)
+	j := x.jobs[s]
+	j.putReceipt(x.tables[s], first.Key, c.ReqID, c.ReqTTL, x.now, r)
+	x.record(s, Command{Op: OpReceipt, Key: first.Key, Value: append([]byte(nil), j.rval...), ReqID: c.ReqID, ReqTTL: c.ReqTTL})
 }

@@ -103,7 +103,7 @@ var ops [256]OpSpec
 // its op numbers and rows together. Numbers: limiters, strings and keys
 // below 50, hashes 50-69, lists 70-89, sets 90-99, sorted sets 100-139,
 // transactions 140-149, scripts 150-159.
-var opFamilies = []func() map[Op]OpSpec{coreOps, stringOps, hashOps, listOps, setOps, zsetOps, txOps, scriptOps}
+var opFamilies = []func() map[Op]OpSpec{coreOps, receiptOps, stringOps, hashOps, listOps, setOps, zsetOps, txOps, scriptOps}
 
 func init() {
 	// Filled in init, not in the declaration: the table refers to the ops'
@@ -204,10 +204,12 @@ func (c *Command) heldShards() bool {
 }
 
 // admittedCost: a decision changes state when it is allowed with a
-// positive cost, N[costAt].
+// positive cost, N[costAt], or when it leaves a receipt (a request id and
+// a positive cost, allowed or not; a retry that found its receipt is
+// unchanged).
 func admittedCost(costAt int) func(c *Command, r *Reply) bool {
 	return func(c *Command, r *Reply) bool {
-		return r.Kind == ReplyDecision && !r.Dec.Limited && c.N[costAt] > 0
+		return r.Kind == ReplyDecision && !r.unchanged && c.N[costAt] > 0 && (!r.Dec.Limited || len(c.ReqID) > 0)
 	}
 }
 

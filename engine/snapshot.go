@@ -34,7 +34,11 @@ func (r *reserveTask) Run(t *shard.Table) {
 func (r *restoreTask) Run(t *shard.Table) {
 	defer close(r.done)
 	for _, rec := range r.recs {
-		e, err := t.Insert(rec.Key, shard.Hash(rec.Key), shard.Kind(rec.Kind), rec.ExpireAt, len(rec.Payload))
+		into := t
+		if shard.Kind(rec.Kind) == shard.KindReceipt {
+			into = t.Side(true)
+		}
+		e, err := into.Insert(rec.Key, shard.Hash(rec.Key), shard.Kind(rec.Kind), rec.ExpireAt, len(rec.Payload))
 		if err != nil {
 			r.err = err
 			return
@@ -60,14 +64,19 @@ type ShardSnapshot struct {
 	table *shard.Table
 }
 
-// Each calls fn for every live record of the shard snapshot. The slices
-// are valid during the call.
+// Each calls fn for every live record of the shard snapshot, the keys'
+// and then the receipts' (kind shard.KindReceipt). The slices are valid
+// during the call.
 func (s *ShardSnapshot) Each(fn func(SnapshotRecord) error) error {
 	var err error
-	s.table.ForEach(s.now, func(e shard.Entry, exp int64) bool {
+	each := func(e shard.Entry, exp int64) bool {
 		err = fn(SnapshotRecord{Kind: uint8(e.Kind), ExpireAt: exp, Key: e.Key, Payload: e.Payload})
 		return err == nil
-	})
+	}
+	s.table.ForEach(s.now, each)
+	if side := s.table.Side(false); side != nil && err == nil {
+		side.ForEach(s.now, each)
+	}
 	return err
 }
 
@@ -92,7 +101,11 @@ func (e *Engine) Snapshot(now int64) []ShardSnapshot {
 		s.Submit(task)
 		<-task.done
 		e.clones[i] = task.clone
-		out[i] = ShardSnapshot{Shard: i, Seq: task.seq, Count: task.clone.Len(), now: now, table: task.clone}
+		count := task.clone.Len()
+		if side := task.clone.Side(false); side != nil {
+			count += side.Len()
+		}
+		out[i] = ShardSnapshot{Shard: i, Seq: task.seq, Count: count, now: now, table: task.clone}
 	}
 	return out
 }
@@ -128,10 +141,17 @@ type restoreTask struct {
 func (e *Engine) Restore(recs []SnapshotRecord) error {
 	per := make([][]SnapshotRecord, len(e.shards))
 	for _, rec := range recs {
-		if rec.Kind <= uint8(shard.KindDead) || rec.Kind > uint8(shard.KindLast) {
+		owner := rec.Key
+		switch {
+		case shard.Kind(rec.Kind) == shard.KindReceipt:
+			var ok bool
+			if owner, ok = receiptOwner(rec.Key); !ok {
+				return fmt.Errorf("%w: receipt without its key", errBadRecord)
+			}
+		case rec.Kind <= uint8(shard.KindDead) || rec.Kind > uint8(shard.KindLast):
 			return fmt.Errorf("%w: record kind %d", errBadRecord, rec.Kind)
 		}
-		s := e.shardOf(shard.Hash(rec.Key))
+		s := e.shardOf(shard.Hash(owner))
 		per[s] = append(per[s], rec)
 	}
 	tasks := make([]*restoreTask, len(e.shards))

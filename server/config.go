@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/engine/glob"
 )
 
@@ -15,6 +16,7 @@ import (
 
 // cmdConfig: CONFIG GET pattern..., CONFIG SET param value, CONFIG RESETSTAT.
 // The settable subset is maxmemory, maxclients, timeout, tcp-keepalive,
+// reqid-window,
 // requirepass, busy-reply-threshold (lua-time-limit) and
 // script-acceleration; the rest
 // is read-only and documented as such.
@@ -74,6 +76,7 @@ func (s *Server) configValues() map[string]string {
 		"maxclients":       strconv.FormatInt(s.maxClients.Load(), 10),
 		"timeout":          strconv.FormatInt(s.idle.Load()/int64(time.Second), 10),
 		"tcp-keepalive":    strconv.FormatInt(max(s.keepAlive.Load(), 0)/int64(time.Second), 10),
+		"reqid-window":     strconv.FormatInt(s.reqIDWindow.Load()/int64(time.Second), 10),
 		"requirepass":      *s.requirePass.Load(),
 		"databases":        "1",
 		"save":             "",
@@ -137,6 +140,13 @@ func (s *Server) configSet(name, value string) error {
 		} else {
 			s.keepAlive.Store(int64(d))
 		}
+	case "reqid-window":
+		// Seconds; applies to decisions parsed from now on.
+		n, err := strconv.ParseInt(value, 10, 64)
+		if err != nil || n < 1 || n > engine.MaxReqIDWindow/int64(time.Second) {
+			return fmt.Errorf("argument must be a number of seconds from 1 to %d", engine.MaxReqIDWindow/int64(time.Second))
+		}
+		s.reqIDWindow.Store(int64(time.Duration(n) * time.Second))
 	case "requirepass":
 		ops := [][]byte{[]byte("resetpass"), []byte("nopass")}
 		if value != "" {

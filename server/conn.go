@@ -409,6 +409,7 @@ func (c *client) parse(cmd *command, ec *engine.Command, args [][]byte) error {
 	if err := cmd.parseInto(ec, args); err != nil {
 		return err
 	}
+	c.s.stampReqID(ec)
 	if cmd.prepare != nil {
 		return cmd.prepare(c, ec)
 	}

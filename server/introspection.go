@@ -223,6 +223,7 @@ func cmdInfo(s *Server, c *client, args [][]byte) {
 		"total_commands_processed:"+strconv.FormatInt(s.commandsN.Load(), 10),
 		"decisions_allowed:"+strconv.FormatInt(st.Allowed, 10),
 		"decisions_limited:"+strconv.FormatInt(st.Limited, 10),
+		"reqid_retries_answered:"+strconv.FormatInt(st.ReceiptHits, 10),
 		"expired_keys:"+strconv.FormatInt(st.Swept, 10),
 		"keys_swept:"+strconv.FormatInt(st.Swept, 10),
 		"evicted_keys:0",

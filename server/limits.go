@@ -14,6 +14,22 @@ import (
 // one storage page.
 const maxLogLimit = 65536
 
+// trailingReqID takes an optional REQID id from the end of a decision's
+// args (after every other argument, MS included: a redis-cell client never
+// sends it). The receipt's lifetime is the default until the connection
+// stamps the server's reqid-window (client.parse).
+func trailingReqID(c *engine.Command, args [][]byte) ([][]byte, error) {
+	n := len(args)
+	if n < 4 || !isWord(args[n-2], "reqid") {
+		return args, nil
+	}
+	if id := args[n-1]; len(id) == 0 || len(id) > engine.MaxReqIDLen {
+		return nil, errReqIDLength
+	}
+	c.ReqID, c.ReqTTL = args[n-1], engine.DefaultReqIDWindow
+	return args[:n-2], nil
+}
+
 // trailingMS strips an optional MS flag from the end of a decision's args.
 func trailingMS(args [][]byte) ([][]byte, engine.Flags) {
 	if n := len(args); n > 0 && isWord(args[n-1], "ms") {
@@ -24,12 +40,15 @@ func trailingMS(args [][]byte) ([][]byte, engine.Flags) {
 
 // parseThrottle: CL.THROTTLE key max_burst count period [quantity] [MS]
 func parseThrottle(c *engine.Command, args [][]byte) error {
+	args, err := trailingReqID(c, args)
+	if err != nil {
+		return err
+	}
 	args, flags := trailingMS(args)
 	if len(args) < 5 || len(args) > 6 {
 		return errSyntax
 	}
 	c.Flags, c.Key = flags, args[1]
-	var err error
 	if c.N[0], err = parseNonNegative("max_burst", args[2]); err != nil {
 		return err
 	}
@@ -57,12 +76,15 @@ func parseThrottle(c *engine.Command, args [][]byte) error {
 
 // parseWindowCheck: SW.CHECK|SL.CHECK|FW.CHECK key limit window [cost] [MS]
 func parseWindowCheck(c *engine.Command, args [][]byte) error {
+	args, err := trailingReqID(c, args)
+	if err != nil {
+		return err
+	}
 	args, flags := trailingMS(args)
 	if len(args) < 4 || len(args) > 5 {
 		return errSyntax
 	}
 	c.Flags, c.Key = flags, args[1]
-	var err error
 	if c.N[0], err = parseInt("limit", args[2]); err != nil {
 		return err
 	}
@@ -84,8 +106,12 @@ func parseWindowCheck(c *engine.Command, args [][]byte) error {
 	return ratelimit.WindowParams{Limit: c.N[0], Window: c.N[1]}.Validate()
 }
 
-// parseLimitAll: LIMIT.ALL n <limit> [<limit> ...]
+// parseLimitAll: LIMIT.ALL n <limit> [<limit> ...] [REQID id]
 func parseLimitAll(c *engine.Command, args [][]byte) error {
+	args, err := trailingReqID(c, args)
+	if err != nil {
+		return err
+	}
 	n, err := parseInt("numlimits", args[1])
 	if err != nil {
 		return err
@@ -97,6 +123,9 @@ func parseLimitAll(c *engine.Command, args [][]byte) error {
 	for len(rest) > 0 {
 		name := strings.ToLower(string(rest[0]))
 		row := commands[name]
+		if name == "reqid" {
+			return errReqIDPlace
+		}
 		if row == nil || row.limitArgs == 0 {
 			return badArg("limit", rest[0], errNotLimit)
 		}

@@ -13,6 +13,8 @@ var (
 	errLimitCount  = errors.New("does not match the number of limits that follow")
 	errNotLimit    = errors.New("is not a decision command (CL.THROTTLE, SW.CHECK, SL.CHECK, FW.CHECK)")
 	errIncomplete  = errors.New("is missing arguments")
+	errReqIDLength = errors.New("REQID id must be 1 to 64 bytes")
+	errReqIDPlace  = errors.New("REQID must come after the last limit of LIMIT.ALL")
 	errLogLimit    = errors.New("is too large for a sliding log (at most 65536)")
 	// errDecrOverflow is Redis's DECRBY of the smallest integer.
 	errDecrOverflow = errors.New("decrement would overflow")

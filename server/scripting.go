@@ -292,6 +292,10 @@ func (sr *scriptRun) Call(args [][]byte) engine.Reply {
 	if err := cmd.parseInto(ec, own); err != nil {
 		return rawErr(errorText(err))
 	}
+	// A decision's REQID keeps engine.DefaultReqIDWindow here, not the
+	// server's reqid-window: a script is run again, with its calls parsed
+	// again, wherever it is replayed or replicated, and the receipt's
+	// lifetime must come out the same on every node.
 	r := sr.run.Exec(ec)
 	if r.Kind == engine.ReplyError {
 		r.Err = engine.RawError(errorText(r.Err))

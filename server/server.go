@@ -127,6 +127,11 @@ type Config struct {
 	// last complete command, not the last byte, so that a client sending a
 	// byte at a time cannot hold its connection.
 	Timeout time.Duration
+	// ReqIDWindow is how long a decision sent with REQID is remembered, so
+	// that a retry with the same id gets the first reply and is not
+	// charged again. Default engine.DefaultReqIDWindow; at most
+	// engine.MaxReqIDWindow.
+	ReqIDWindow time.Duration
 	// Shutdown, when set, is what SHUTDOWN asks for: stop the process as
 	// a SIGTERM does, with its final snapshot unless save is false. It
 	// must not block.
@@ -177,6 +182,7 @@ type Server struct {
 	maxClients  atomic.Int64
 	idle        atomic.Int64 // Timeout in ns: CONFIG SET timeout
 	keepAlive   atomic.Int64 // TCPKeepAlive in ns, <= 0 off: CONFIG SET tcp-keepalive
+	reqIDWindow atomic.Int64 // ReqIDWindow in ns: CONFIG SET reqid-window
 
 	scripts *Scripts
 
@@ -219,6 +225,10 @@ func New(cfg Config, backend Backend) *Server {
 	if cfg.MaxPipeline <= 0 {
 		cfg.MaxPipeline = 1024
 	}
+	if cfg.ReqIDWindow <= 0 {
+		cfg.ReqIDWindow = time.Duration(engine.DefaultReqIDWindow)
+	}
+	cfg.ReqIDWindow = min(cfg.ReqIDWindow, time.Duration(engine.MaxReqIDWindow))
 	if cfg.Version == "" {
 		cfg.Version = "0.1.0"
 	}
@@ -252,6 +262,7 @@ func New(cfg Config, backend Backend) *Server {
 	s.maxClients.Store(int64(cfg.MaxClients))
 	s.idle.Store(int64(cfg.Timeout))
 	s.keepAlive.Store(int64(cfg.TCPKeepAlive))
+	s.reqIDWindow.Store(int64(cfg.ReqIDWindow))
 	if sw, ok := backend.(Sweeper); ok && cfg.SweepInterval > 0 {
 		s.sweeperWG.Add(1)
 		go s.sweep(sw)
@@ -385,6 +396,15 @@ func (s *Server) Close() error {
 	s.wg.Wait()
 	s.sweeperWG.Wait()
 	return nil
+}
+
+// stampReqID gives a decision's request id the receipt lifetime in force
+// now. It travels in the command, so a replay or a replica keeps the
+// receipt exactly as long as this node does.
+func (s *Server) stampReqID(ec *engine.Command) {
+	if len(ec.ReqID) > 0 {
+		ec.ReqTTL = s.reqIDWindow.Load()
+	}
 }
 
 func (s *Server) isClosing() bool {

@@ -24,8 +24,11 @@ const (
 	KindList          Kind = 7
 	KindSet           Kind = 8
 	KindZSet          Kind = 9
-	// KindLast is the highest kind in use.
+	// KindLast is the highest kind in use in the key space.
 	KindLast = KindZSet
+	// KindReceipt marks a record of the side table (see Table.Side): the
+	// engine's remembered replies to request ids, never a key.
+	KindReceipt Kind = 10
 )
 
 // Errors returned by the table.
@@ -79,6 +82,11 @@ type Table struct {
 	scanPos int // expiry sweep position in the index
 	evac    evacuation
 	keyBuf  []byte // CutFront's copy of a key
+
+	// side holds records kept with the shard's state but outside its key
+	// space (nil until first used): cloned, swept, cleared and counted in
+	// memory with the table, invisible to its Len, ForEach and Scan.
+	side *Table
 }
 
 type evacuation struct {
@@ -104,8 +112,25 @@ func (t *Table) initIndex(bitsN uint) {
 // Len reports the number of records, live or expired-but-unswept.
 func (t *Table) Len() int { return t.count }
 
-// MemoryUsage is the bytes the table holds: pages plus index.
-func (t *Table) MemoryUsage() int { return t.arena + len(t.tags) + 4*len(t.refs) }
+// MemoryUsage is the bytes the table holds: pages plus index, its side
+// table's included.
+func (t *Table) MemoryUsage() int {
+	n := t.arena + len(t.tags) + 4*len(t.refs)
+	if t.side != nil {
+		n += t.side.MemoryUsage()
+	}
+	return n
+}
+
+// Side returns the table's side table, made on first use when create is
+// set (nil otherwise). Its records share the shard's owner, snapshots and
+// memory, not its key space: the engine keeps request receipts there.
+func (t *Table) Side(create bool) *Table {
+	if t.side == nil && create {
+		t.side = NewTable()
+	}
+	return t.side
+}
 
 func tagOf(h uint64) uint8 { return uint8(h>>24) | 0x80 }
 
@@ -500,8 +525,13 @@ func (t *Table) Sweep(now int64, budget int) (freed int) {
 		t.scanPos++
 	}
 	freed += t.evacuate(now, budget)
+	if t.side != nil {
+		t.side.Sweep(now, budget) // not keys: not counted as freed ones
+	}
 	if t.count == 0 && t.arena > firstPage {
+		side := t.side
 		t.Clear() // give an emptied shard's pages back
+		t.side = side
 		return freed
 	}
 	if bitsN := uint(64 - t.shift); bitsN > minIndexBits && t.count*8 < len(t.tags) {
@@ -654,6 +684,11 @@ func (t *Table) CloneInto(dst *Table) *Table {
 	if cap(dst.pages) < len(t.pages) {
 		dst.pages = append(dst.pages[:cap(dst.pages)], make([]page, len(t.pages)-cap(dst.pages))...)
 	}
+	if t.side != nil {
+		dst.side = t.side.CloneInto(dst.side)
+	} else {
+		dst.side = nil
+	}
 	dst.pages = dst.pages[:len(t.pages)]
 	for i, p := range t.pages {
 		if p.buf == nil {
@@ -669,7 +704,7 @@ func (t *Table) CloneInto(dst *Table) *Table {
 	return dst
 }
 
-// Clear drops every record.
+// Clear drops every record, the side table's too.
 func (t *Table) Clear() {
 	*t = *NewTable()
 }

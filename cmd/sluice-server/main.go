@@ -67,6 +67,7 @@ type options struct {
 	maxMemory       string
 	maxClients      int
 	idleTimeout     int
+	reqIDWindow     int
 	tcpKeepAlive    int
 	shards          int
 	debug           string
@@ -124,6 +125,7 @@ func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.maxMemory, "maxmemory", "0", "memory limit for stored state (e.g. 512mb; 0: none); past it new state gets -OOM")
 	fs.IntVar(&o.maxClients, "maxclients", 10000, "maximum concurrent connections")
 	fs.IntVar(&o.idleTimeout, "timeout", 0, "close a connection that sends no complete command for this many seconds (0: never)")
+	fs.IntVar(&o.reqIDWindow, "reqid-window", 10, "seconds a decision sent with REQID is remembered for its retries (1 to 3600)")
 	fs.IntVar(&o.tcpKeepAlive, "tcp-keepalive", 300, "TCP keepalive period of client connections, in seconds (0: off)")
 	fs.IntVar(&o.busyMS, "busy-reply-threshold", int(server.DefaultBusyThreshold.Milliseconds()), "ms a script may run before its shards answer BUSY and SCRIPT KILL may stop it (alias lua-time-limit; 0: never)")
 	fs.IntVar(&o.busyMS, "lua-time-limit", int(server.DefaultBusyThreshold.Milliseconds()), "alias of busy-reply-threshold")
@@ -233,6 +235,10 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sluice-server: %v\n", err)
 		return 2
 	}
+	if o.reqIDWindow < 1 || o.reqIDWindow > 3600 {
+		fmt.Fprintf(stderr, "sluice-server: reqid-window must be 1 to 3600 seconds, not %d\n", o.reqIDWindow)
+		return 2
+	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	maxMemory, err := server.ParseMemory(o.maxMemory)
 	if err != nil {
@@ -320,8 +326,9 @@ func run(args []string, stderr io.Writer) int {
 			}
 			return o.authMaxFailures
 		}(),
-		MaxClients: o.maxClients,
-		Timeout:    time.Duration(o.idleTimeout) * time.Second,
+		MaxClients:  o.maxClients,
+		Timeout:     time.Duration(o.idleTimeout) * time.Second,
+		ReqIDWindow: time.Duration(o.reqIDWindow) * time.Second,
 		Shutdown: func(save bool) {
 			select {
 			case shutdownReq <- save:

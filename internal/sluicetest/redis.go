@@ -80,16 +80,22 @@ func DialRaw(tb testing.TB, network, addr string) *RawConn {
 // Conn is the underlying connection.
 func (rc *RawConn) Conn() net.Conn { return rc.c }
 
-// Do sends one command and returns its reply's bytes.
-func (rc *RawConn) Do(tb testing.TB, args ...string) string {
-	tb.Helper()
+// EncodeCommand is a command as clients send it: a RESP array of bulk
+// strings.
+func EncodeCommand(args ...string) []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "*%d\r\n", len(args))
 	for _, a := range args {
 		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
 	}
+	return b.Bytes()
+}
+
+// Do sends one command and returns its reply's bytes.
+func (rc *RawConn) Do(tb testing.TB, args ...string) string {
+	tb.Helper()
 	rc.c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := rc.c.Write(b.Bytes()); err != nil {
+	if _, err := rc.c.Write(EncodeCommand(args...)); err != nil {
 		tb.Fatalf("%q: %v", args, err)
 	}
 	out, err := ReadReply(rc.r)
