@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"strconv"
 	"testing"
 	"time"
@@ -11,6 +12,8 @@ import (
 // decisions on random keys, routed to shards and decided by their owners.
 // Allocations are per batch of 16; the target is 0.
 func BenchmarkExecute(b *testing.B) {
+	idBuf := make([]byte, 16*32)
+	var nextID uint64
 	for _, c := range []struct {
 		name string
 		fill func(c *Command)
@@ -26,6 +29,16 @@ func BenchmarkExecute(b *testing.B) {
 		}},
 		{"sl.check", func(c *Command) {
 			c.Op, c.N = OpSLCheck, [4]int64{100, 1e9, 1}
+		}},
+		// clientlib's decisions: each with a fresh 32-byte request id,
+		// so each leaves a receipt (kept 10 s, as by default).
+		{"cl.throttle+reqid", func(c *Command) {
+			c.Op, c.N = OpThrottle, [4]int64{99, 100, 1e9, 1}
+			nextID++
+			id := idBuf[32*(nextID%16) : 32*(nextID%16)+32]
+			copy(id, "0123456789abcdef")
+			hex.Encode(id[16:], binary.BigEndian.AppendUint64(nil, nextID))
+			c.ReqID, c.ReqTTL = id, DefaultReqIDWindow
 		}},
 	} {
 		for _, keys := range []int{10_000, 1_000_000} {

@@ -85,6 +85,10 @@ func (j *shardJob) findReceipt(t *shard.Table, key, id []byte, now int64) (Reply
 	if !ok {
 		return Reply{}, false
 	}
+	return j.readReceipt(e, key)
+}
+
+func (j *shardJob) readReceipt(e shard.Entry, key []byte) (Reply, bool) {
 	r, rest, err := decodeReceipt(e.Payload)
 	if err != nil || len(rest) != 0 {
 		// Receipts are written only by putReceipt; a bad one is a bug,
@@ -125,15 +129,33 @@ func (j *shardJob) storeReceipt(t *shard.Table, c *Command, now int64) Reply {
 
 // decideOnce runs a decision that carries a request id: the receipt's reply
 // when there is one, else the decision, whose reply then becomes the
-// receipt. A peek (cost 0) reads and leaves none.
+// receipt. A peek (cost 0) reads and leaves none. The side table is
+// searched once: the decision touches only the key space, so a receipt
+// found absent is still absent after it.
 func (j *shardJob) decideOnce(t *shard.Table, c *Command, now int64, spec *OpSpec) Reply {
-	if r, ok := j.findReceipt(t, c.Key, c.ReqID, now); ok {
-		r.unchanged = true
-		return r
+	side := t.Side(true)
+	rk := j.receiptKey(c.Key, c.ReqID)
+	h := shard.Hash(rk)
+	e, found, live := side.Lookup(rk, h, now)
+	if found && live {
+		if r, ok := j.readReceipt(e, c.Key); ok {
+			r.unchanged = true
+			return r
+		}
 	}
 	r := spec.apply(j, t, c, now)
-	if r.Kind == ReplyDecision {
-		j.putReceipt(t, c.Key, c.ReqID, c.ReqTTL, now, &r)
+	if r.Kind != ReplyDecision {
+		return r
+	}
+	if found {
+		side.Delete(e) // an expired receipt of the same id
+	}
+	j.rval = appendReceipt(j.rval[:0], &r)
+	rk = j.receiptKey(c.Key, c.ReqID) // the op may have used the buffer's memory
+	if e, err := side.InsertAbsent(rk, h, shard.KindReceipt, now+c.ReqTTL, len(j.rval)); err == nil {
+		copy(e.Payload, j.rval)
+	} else {
+		j.e.log.Error("engine: receipt not stored", "key", string(c.Key), "err", err)
 	}
 	return r
 }

@@ -242,6 +242,17 @@ func (t *Table) Lookup(key []byte, h uint64, now int64) (e Entry, found, live bo
 // Insert stores a new record for key with a zeroed payload of payloadLen
 // bytes and returns it. Any previous record for key is replaced.
 func (t *Table) Insert(key []byte, h uint64, kind Kind, expireAt int64, payloadLen int) (Entry, error) {
+	return t.insert(key, h, kind, expireAt, payloadLen, true)
+}
+
+// InsertAbsent is Insert for a key the caller has just looked up and not
+// found (with no insert or delete since): it skips the search for a record
+// to replace. Inserting a key that is present leaves two records for it.
+func (t *Table) InsertAbsent(key []byte, h uint64, kind Kind, expireAt int64, payloadLen int) (Entry, error) {
+	return t.insert(key, h, kind, expireAt, payloadLen, false)
+}
+
+func (t *Table) insert(key []byte, h uint64, kind Kind, expireAt int64, payloadLen int, replace bool) (Entry, error) {
 	size := recordSize(len(key), payloadLen)
 	if size > MaxRecord {
 		return Entry{}, ErrTooLarge
@@ -259,11 +270,13 @@ func (t *Table) Insert(key []byte, h uint64, kind Kind, expireAt int64, payloadL
 	clear(rec[p:])
 	keyStart := recordFixed + uvarintLen(uint64(len(key)))
 	e := Entry{Kind: kind, Key: rec[keyStart : keyStart+len(key)], Payload: rec[p:size:size]}
-	if slot := t.find(key, h); slot >= 0 {
-		t.free(t.refs[slot])
-		t.refs[slot] = ref
-		e.slot = slot
-		return e, nil
+	if slot := -1; replace {
+		if slot = t.find(key, h); slot >= 0 {
+			t.free(t.refs[slot])
+			t.refs[slot] = ref
+			e.slot = slot
+			return e, nil
+		}
 	}
 	if (t.count+1)*4 > len(t.tags)*3 {
 		t.resize(uint(64-t.shift) + 1)
