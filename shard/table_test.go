@@ -268,3 +268,53 @@ func TestCutFront(t *testing.T) {
 		t.Fatal("the cut record did not survive a clone")
 	}
 }
+
+// The side table goes with its table (clone, sweep, clear, memory) and is
+// not part of its key space.
+func TestSideTable(t *testing.T) {
+	tab := NewTable()
+	if tab.Side(false) != nil {
+		t.Fatal("a side table before first use")
+	}
+	base := tab.MemoryUsage()
+	side := tab.Side(true)
+	for i := range 1000 {
+		k := []byte(fmt.Sprintf("r%d", i))
+		e, err := side.InsertAbsent(k, Hash(k), KindReceipt, int64(100+i%2*1000), 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		copy(e.Payload, "receipt!")
+	}
+	if tab.Len() != 0 || side.Len() != 1000 {
+		t.Fatalf("Len %d, side Len %d, want 0 and 1000", tab.Len(), side.Len())
+	}
+	if tab.MemoryUsage() < base+1000*20 {
+		t.Fatalf("MemoryUsage %d leaves out the side table (base %d)", tab.MemoryUsage(), base)
+	}
+	seen := 0
+	tab.ForEach(0, func(Entry, int64) bool { seen++; return true })
+	if seen != 0 {
+		t.Fatalf("ForEach saw %d side records", seen)
+	}
+	clone := tab.Clone()
+	// Half the side records expire at 100: sweeping frees them, and the
+	// main table, empty, keeps its side table.
+	for range 10 {
+		tab.Sweep(500, 1<<20)
+	}
+	if side := tab.Side(false); side == nil || side.Len() != 500 {
+		t.Fatalf("after the sweep: side %v", side)
+	}
+	if cs := clone.Side(false); cs == nil || cs.Len() != 1000 {
+		t.Fatal("the clone's side table is not a copy")
+	}
+	k := []byte("r1")
+	if e, ok := clone.Side(false).Get(k, Hash(k), 0); !ok || string(e.Payload) != "receipt!" {
+		t.Fatalf("the clone's side record: %v %q", ok, e.Payload)
+	}
+	tab.Clear()
+	if tab.Side(false) != nil {
+		t.Fatal("Clear kept the side table")
+	}
+}
