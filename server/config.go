@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,10 +17,9 @@ import (
 
 // cmdConfig: CONFIG GET pattern..., CONFIG SET param value, CONFIG RESETSTAT.
 // The settable subset is maxmemory, maxclients, timeout, tcp-keepalive,
-// reqid-window,
-// requirepass, busy-reply-threshold (lua-time-limit) and
-// script-acceleration; the rest
-// is read-only and documented as such.
+// reqid-window, requirepass, busy-reply-threshold (lua-time-limit),
+// script-acceleration, client-output-buffer-limit and
+// client-query-buffer-limit; the rest is read-only and documented as such.
 func cmdConfig(s *Server, c *client, args [][]byte) {
 	sub := strings.ToLower(string(args[1]))
 	switch {
@@ -83,9 +83,11 @@ func (s *Server) configValues() map[string]string {
 		"appendonly":       map[bool]string{true: "yes", false: "no"}[s.cfg.Persistence != nil],
 		"shards":           strconv.Itoa(s.backend.Shards()),
 		// Redis 7 names it both ways.
-		"busy-reply-threshold": strconv.FormatInt(s.scripts.BusyThreshold().Milliseconds(), 10),
-		"lua-time-limit":       strconv.FormatInt(s.scripts.BusyThreshold().Milliseconds(), 10),
-		"script-acceleration":  map[bool]string{true: "no", false: "yes"}[s.scripts.accel.off.Load()],
+		"busy-reply-threshold":       strconv.FormatInt(s.scripts.BusyThreshold().Milliseconds(), 10),
+		"lua-time-limit":             strconv.FormatInt(s.scripts.BusyThreshold().Milliseconds(), 10),
+		"script-acceleration":        map[bool]string{true: "no", false: "yes"}[s.scripts.accel.off.Load()],
+		"client-output-buffer-limit": s.obuf.Load().String(),
+		"client-query-buffer-limit":  strconv.FormatInt(s.qbufLimit.Load(), 10),
 	}
 	if s.cfg.TLS != nil {
 		for k, val := range s.cfg.TLS.values() {
@@ -172,6 +174,29 @@ func (s *Server) configSet(name, value string) error {
 		default:
 			return errors.New("argument must be 'yes' or 'no'")
 		}
+	case "client-output-buffer-limit":
+		// Redis splits the value at every single space (two spaces make
+		// an empty word); an empty value changes nothing.
+		var words []string
+		if value != "" {
+			words = strings.Split(value, " ")
+		}
+		for {
+			old := s.obuf.Load()
+			l := *old
+			if err := l.set(words); err != nil {
+				return err
+			}
+			if s.obuf.CompareAndSwap(old, &l) {
+				break
+			}
+		}
+	case "client-query-buffer-limit":
+		n, err := ParseQueryBufferLimit(value)
+		if err != nil {
+			return err
+		}
+		s.qbufLimit.Store(n)
 	case "maxmemory-policy":
 		if value != "noeviction" {
 			return errors.New("only noeviction is supported: live limiter state is never evicted")
@@ -203,4 +228,203 @@ func ParseMemory(v string) (int64, error) {
 		return 0, fmt.Errorf("invalid memory size '%s'", v)
 	}
 	return n * mult, nil
+}
+
+// Client classes of client-output-buffer-limit, in Redis's order. Sluice's
+// connections are all of the normal class: it has neither Redis replicas
+// nor pub/sub clients, so the other two limits are kept and reported only.
+const (
+	ClassNormal = iota
+	ClassReplica
+	ClassPubSub
+)
+
+// OutputBufferLimit is one class's client-output-buffer-limit: a
+// connection owing Hard bytes of replies or more, or owing Soft bytes or
+// more for longer than SoftSeconds, is closed. 0 is no limit.
+type OutputBufferLimit struct {
+	Hard, Soft  uint64
+	SoftSeconds int64
+}
+
+// OutputBufferLimits is client-output-buffer-limit, per class. As a
+// flag.Value it takes Redis's syntax, "<class> <hard> <soft>
+// <soft-seconds>" repeated, and changes only the classes named.
+type OutputBufferLimits [3]OutputBufferLimit
+
+// DefaultOutputBufferLimits are Redis's: normal 0 0 0, replica 256mb
+// 64mb 60, pubsub 32mb 8mb 60.
+func DefaultOutputBufferLimits() OutputBufferLimits {
+	return OutputBufferLimits{{}, {256 << 20, 64 << 20, 60}, {32 << 20, 8 << 20, 60}}
+}
+
+// String is the value as CONFIG GET gives it, Redis's words and order.
+func (l *OutputBufferLimits) String() string {
+	var b strings.Builder
+	for i, name := range []string{"normal", "slave", "pubsub"} {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%s %d %d %d", name, l[i].Hard, l[i].Soft, l[i].SoftSeconds)
+	}
+	return b.String()
+}
+
+// Set applies a config-file or command-line value, whose words any run of
+// white space separates.
+func (l *OutputBufferLimits) Set(value string) error { return l.set(strings.Fields(value)) }
+
+// set applies <class> <hard> <soft> <soft-seconds> groups, all or none, as
+// Redis 7 reads them: classes normal, replica (or slave) and pubsub in any
+// case; sizes as memory values; the seconds a C int, not negative.
+func (l *OutputBufferLimits) set(words []string) error {
+	if len(words)%4 != 0 {
+		return errors.New("Wrong number of arguments in buffer limit configuration.")
+	}
+	next := *l
+	for i := 0; i < len(words); i += 4 {
+		class := -1
+		switch asciiLower(cString(words[i])) {
+		case "normal":
+			class = ClassNormal
+		case "slave", "replica":
+			class = ClassReplica
+		case "pubsub":
+			class = ClassPubSub
+		}
+		if class < 0 {
+			return errors.New("Invalid client class specified in buffer limit configuration.")
+		}
+		hard, okHard := memToULL(words[i+1])
+		soft, okSoft := memToULL(words[i+2])
+		secs, okSecs := strtoll(words[i+3])
+		if !okHard || !okSoft || !okSecs || int32(secs) < 0 {
+			return errors.New("Error in hard, soft or soft_seconds setting in buffer limit configuration.")
+		}
+		next[class] = OutputBufferLimit{Hard: hard, Soft: soft, SoftSeconds: int64(int32(secs))}
+	}
+	*l = next
+	return nil
+}
+
+// DefaultQueryBufferLimit is client-query-buffer-limit's default, Redis's.
+const DefaultQueryBufferLimit = 1 << 30
+
+// ParseQueryBufferLimit reads a client-query-buffer-limit value as Redis 7
+// does: a memory value from 1mb to 2^63-1 bytes, with its error texts.
+func ParseQueryBufferLimit(value string) (int64, error) {
+	n, ok := memToULL(value)
+	if !ok {
+		return 0, errors.New("argument must be a memory value")
+	}
+	if n < 1<<20 || n > math.MaxInt64 {
+		return 0, errors.New("argument must be between 1048576 and 9223372036854775807 inclusive")
+	}
+	return int64(n), nil
+}
+
+// memToULL reads a memory value as Redis's memtoull does: digits, then
+// nothing or a unit (b, k, m, g powers of 1000, kb, mb, gb of 1024, in any
+// case). As in C, too many digits saturate and the multiplication wraps;
+// no digits at all is 0.
+func memToULL(v string) (uint64, bool) {
+	v = cString(v)
+	if strings.HasPrefix(v, "-") {
+		return 0, false
+	}
+	i := 0
+	for i < len(v) && '0' <= v[i] && v[i] <= '9' {
+		i++
+	}
+	var mul uint64
+	switch asciiLower(v[i:]) {
+	case "", "b":
+		mul = 1
+	case "k":
+		mul = 1000
+	case "kb":
+		mul = 1 << 10
+	case "m":
+		mul = 1000 * 1000
+	case "mb":
+		mul = 1 << 20
+	case "g":
+		mul = 1000 * 1000 * 1000
+	case "gb":
+		mul = 1 << 30
+	default:
+		return 0, false
+	}
+	if i >= 128 {
+		return 0, false
+	}
+	var n uint64
+	for _, d := range v[:i] {
+		if n > (math.MaxUint64-uint64(d-'0'))/10 {
+			n = math.MaxUint64
+			break
+		}
+		n = n*10 + uint64(d-'0')
+	}
+	return n * mul, true
+}
+
+// strtoll reads a whole word as C's strtoll(s, &end, 10) with *end == 0:
+// leading white space, a sign, decimal digits, saturating; an empty word is
+// 0.
+func strtoll(v string) (int64, bool) {
+	v = cString(v)
+	i := 0
+	for i < len(v) && strings.IndexByte(" \t\n\v\f\r", v[i]) >= 0 {
+		i++
+	}
+	neg := false
+	if i < len(v) && (v[i] == '+' || v[i] == '-') {
+		neg = v[i] == '-'
+		i++
+	}
+	start := i
+	var n uint64
+	for ; i < len(v) && '0' <= v[i] && v[i] <= '9'; i++ {
+		if n > 1<<63/10 {
+			n = 1 << 63
+		} else {
+			n = min(n*10+uint64(v[i]-'0'), 1<<63)
+		}
+	}
+	switch {
+	case i == start:
+		return 0, v == "" // no digits: end is the word's start
+	case i < len(v):
+		return 0, false
+	case neg && n == 1<<63:
+		return math.MinInt64, true
+	case neg:
+		return -int64(n), true
+	}
+	return int64(min(n, math.MaxInt64)), true
+}
+
+// cString is s as C sees it: up to its first NUL byte.
+func cString(s string) string {
+	if i := strings.IndexByte(s, 0); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// asciiLower lowercases ASCII letters only, as strcasecmp compares.
+func asciiLower(s string) string {
+	for i := 0; i < len(s); i++ {
+		if 'A' <= s[i] && s[i] <= 'Z' {
+			b := []byte(s)
+			for j := i; j < len(b); j++ {
+				if 'A' <= b[j] && b[j] <= 'Z' {
+					b[j] += 'a' - 'A'
+				}
+			}
+			return string(b)
+		}
+	}
+	return s
 }

@@ -143,6 +143,17 @@ type Config struct {
 	EnableDebug DebugMode
 	// ProtoMaxBulkLen bounds one request's size in bytes. Default 512 MiB.
 	ProtoMaxBulkLen int
+	// OutputBufferLimits is client-output-buffer-limit. Default (nil):
+	// Redis's, DefaultOutputBufferLimits. Only the normal class applies
+	// (every connection is one): a connection owing its hard limit of
+	// replies not yet written, or its soft limit for longer than its
+	// seconds, is closed.
+	OutputBufferLimits *OutputBufferLimits
+	// QueryBufferLimit is client-query-buffer-limit: a connection whose
+	// unprocessed input would grow past this many bytes is closed.
+	// Default DefaultQueryBufferLimit (1 GiB, as Redis); the smaller of it
+	// and ProtoMaxBulkLen plus 64 KiB is in force.
+	QueryBufferLimit int64
 	// MaxPipeline bounds how many commands one batch carries; longer
 	// pipelines run as several batches. Default 1024.
 	MaxPipeline int
@@ -184,6 +195,10 @@ type Server struct {
 	keepAlive   atomic.Int64 // TCPKeepAlive in ns, <= 0 off: CONFIG SET tcp-keepalive
 	reqIDWindow atomic.Int64 // ReqIDWindow in ns: CONFIG SET reqid-window
 
+	// CONFIG SET client-output-buffer-limit and client-query-buffer-limit.
+	obuf      atomic.Pointer[OutputBufferLimits]
+	qbufLimit atomic.Int64
+
 	scripts *Scripts
 
 	acl            *ACL
@@ -221,6 +236,13 @@ func New(cfg Config, backend Backend) *Server {
 	}
 	if cfg.ProtoMaxBulkLen <= 0 {
 		cfg.ProtoMaxBulkLen = 512 << 20
+	}
+	if cfg.OutputBufferLimits == nil {
+		def := DefaultOutputBufferLimits()
+		cfg.OutputBufferLimits = &def
+	}
+	if cfg.QueryBufferLimit <= 0 {
+		cfg.QueryBufferLimit = DefaultQueryBufferLimit
 	}
 	if cfg.MaxPipeline <= 0 {
 		cfg.MaxPipeline = 1024
@@ -263,6 +285,9 @@ func New(cfg Config, backend Backend) *Server {
 	s.idle.Store(int64(cfg.Timeout))
 	s.keepAlive.Store(int64(cfg.TCPKeepAlive))
 	s.reqIDWindow.Store(int64(cfg.ReqIDWindow))
+	obuf := *cfg.OutputBufferLimits
+	s.obuf.Store(&obuf)
+	s.qbufLimit.Store(cfg.QueryBufferLimit)
 	if sw, ok := backend.(Sweeper); ok && cfg.SweepInterval > 0 {
 		s.sweeperWG.Add(1)
 		go s.sweep(sw)
