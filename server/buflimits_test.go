@@ -1,10 +1,16 @@
 package server_test
 
 import (
+	"context"
+	"fmt"
+	"io"
+	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/sluicetest"
+	"github.com/sluicehq/sluice/server"
 )
 
 // client-output-buffer-limit and client-query-buffer-limit, valid and
@@ -68,5 +74,139 @@ func testBufferLimitConfig(t *testing.T, resp3 bool) {
 	} {
 		w.same("CONFIG", "SET", qbuf, v)
 		w.same("CONFIG", "GET", qbuf)
+	}
+}
+
+// infoStat reads one INFO stats field.
+func infoStat(t *testing.T, ts *sluicetest.Server, field string) string {
+	t.Helper()
+	info, err := ts.Client.Info(context.Background(), "stats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return v
+		}
+	}
+	t.Fatalf("INFO stats has no %s:\n%s", field, info)
+	return ""
+}
+
+// closedByServer reads whatever c was sent until the server closes it, and
+// fails the test if it is still open after d.
+func closedByServer(t *testing.T, c net.Conn, d time.Duration) int64 {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(d))
+	n, err := io.Copy(io.Discard, c)
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatalf("the connection is still open after %v (%d bytes read)", d, n)
+	}
+	return n
+}
+
+// exchange writes input on a fresh connection (a write the server cuts
+// short is no failure), then reads until the server closes the connection
+// (closed) or stays silent for 300 ms, and returns what came back.
+func exchange(t *testing.T, network, addr string, input []byte) (string, bool) {
+	t.Helper()
+	c, err := net.DialTimeout(network, addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	go func() {
+		c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		c.Write(input)
+	}()
+	var out []byte
+	buf := make([]byte, 4096)
+	for {
+		c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		n, err := c.Read(buf)
+		out = append(out, buf[:n]...)
+		if err != nil {
+			ne, ok := err.(net.Error)
+			return string(out), !ok || !ne.Timeout()
+		}
+	}
+}
+
+// setRequest is SET key value in RESP.
+func setRequest(key string, size int) []byte {
+	return fmt.Appendf(nil, "*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", len(key), key, size, strings.Repeat("x", size))
+}
+
+// Under client-query-buffer-limit 1mb (Redis's least), a request of more
+// than 1 MiB is not read whole: the connection is closed with no reply, as
+// Redis closes it (the same bytes to redis-server), and counted; a request
+// under the limit is served. A connection open before the limit was set
+// has it from its next read.
+func TestQueryBufferLimit(t *testing.T) {
+	ts := sluicetest.Start(t, sluicetest.Options{})
+	rd := sluicetest.StartRedis(t)
+	early := sluicetest.DialRaw(t, "tcp", ts.Addr)
+	if got := early.Do(t, "PING"); got != "+PONG\r\n" {
+		t.Fatal(got)
+	}
+	ts.Do(t, "CONFIG", "SET", "client-query-buffer-limit", "1mb")
+	rc := sluicetest.DialRaw(t, rd.Network, rd.Addr)
+	if got := rc.Do(t, "CONFIG", "SET", "client-query-buffer-limit", "1mb"); got != "+OK\r\n" {
+		t.Fatal(got)
+	}
+	over := setRequest("k", 1<<20) // 1 MiB and its header
+	want, redisClosed := exchange(t, rd.Network, rd.Addr, over)
+	if got, closed := exchange(t, "tcp", ts.Addr, over); got != want || got != "" || !closed || !redisClosed {
+		t.Fatalf("a request past the limit: sluice %q (closed %v), redis %q (closed %v)", got, closed, want, redisClosed)
+	}
+	if got := infoStat(t, ts, "client_query_buffer_limit_disconnections"); got != "1" {
+		t.Fatalf("client_query_buffer_limit_disconnections:%s", got)
+	}
+	go early.Conn().Write(over)
+	closedByServer(t, early.Conn(), 5*time.Second)
+	if got := infoStat(t, ts, "client_query_buffer_limit_disconnections"); got != "2" {
+		t.Fatalf("client_query_buffer_limit_disconnections:%s", got)
+	}
+	under := append(setRequest("k", 1000<<10), "*2\r\n$6\r\nSTRLEN\r\n$1\r\nk\r\n"...)
+	want, redisClosed = exchange(t, rd.Network, rd.Addr, under)
+	if got, closed := exchange(t, "tcp", ts.Addr, under); got != want || got != "+OK\r\n:1024000\r\n" || closed || redisClosed {
+		t.Fatalf("a request under the limit: sluice %q (closed %v), redis %q (closed %v)", got, closed, want, redisClosed)
+	}
+	if got := infoStat(t, ts, "client_query_buffer_limit_disconnections"); got != "2" {
+		t.Fatalf("client_query_buffer_limit_disconnections:%s", got)
+	}
+}
+
+// The smaller of the two request bounds is in force: proto-max-bulk-len
+// plus 64 KiB answers "too big request"; a smaller query buffer limit
+// closes the connection silently.
+func TestRequestBoundsSmallerWins(t *testing.T) {
+	// Two values of 600 KiB: each is allowed, together they pass 1 MiB
+	// plus 64 KiB.
+	mset := fmt.Appendf(nil, "*5\r\n$4\r\nMSET\r\n$1\r\na\r\n$%d\r\n%s\r\n$1\r\nb\r\n$%d\r\n%s\r\n",
+		600<<10, strings.Repeat("x", 600<<10), 600<<10, strings.Repeat("y", 600<<10))
+	for _, tc := range []struct {
+		name         string
+		proto, limit int
+		want         string
+		closed       bool
+	}{
+		{"proto-max-bulk-len", 1 << 20, 0, "-ERR Protocol error: too big request\r\n", true},
+		{"client-query-buffer-limit", 1 << 20, 1 << 20, "", true},
+		{"neither", 0, 2 << 20, "+OK\r\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := sluicetest.Start(t, sluicetest.Options{Server: server.Config{ProtoMaxBulkLen: tc.proto, QueryBufferLimit: int64(tc.limit)}})
+			if got, closed := exchange(t, "tcp", ts.Addr, mset); got != tc.want || closed != tc.closed {
+				t.Fatalf("got %q (closed %v), want %q (closed %v)", got, closed, tc.want, tc.closed)
+			}
+			want := "0"
+			if tc.want == "" {
+				want = "1"
+			}
+			if got := infoStat(t, ts, "client_query_buffer_limit_disconnections"); got != want {
+				t.Fatalf("client_query_buffer_limit_disconnections:%s, want %s", got, want)
+			}
+		})
 	}
 }

@@ -129,15 +129,24 @@ func (c *client) serve() {
 			return
 		}
 		if c.end == len(c.rbuf) {
-			if !c.makeRoom() {
+			switch c.makeRoom() {
+			case errProtoRequest:
 				c.writeError(errProtoRequest)
 				c.flushOut()
+				return
+			case errQueryLimit:
+				c.closeQueryLimit()
 				return
 			}
 		}
 		n, err := c.nc.Read(c.rbuf[c.end:])
 		c.end += n
 		if n > 0 {
+			if int64(c.end-c.start) > c.s.qbufLimit.Load() {
+				// A buffer grown before the limit was lowered.
+				c.closeQueryLimit()
+				return
+			}
 			if c.process() > 0 && c.idleSet {
 				c.lastCommand = time.Now()
 			}
@@ -173,20 +182,39 @@ func (c *client) setIdleDeadline() bool {
 	return !c.s.isClosing()
 }
 
-// makeRoom frees or adds buffer space for an unfinished request.
-func (c *client) makeRoom() bool {
+// errQueryLimit: an unfinished request needs more than
+// client-query-buffer-limit.
+var errQueryLimit = errors.New("max query buffer length reached")
+
+// makeRoom frees or adds buffer space for an unfinished request. It grows
+// the buffer up to the smaller of proto-max-bulk-len plus 64 KiB and
+// client-query-buffer-limit, and past it returns errProtoRequest or
+// errQueryLimit, whichever is smaller.
+func (c *client) makeRoom() error {
 	if c.start > 0 {
 		c.end = copy(c.rbuf, c.rbuf[c.start:c.end])
 		c.start = 0
-		return true
+		return nil
 	}
-	if len(c.rbuf) >= c.s.cfg.ProtoMaxBulkLen+64<<10 {
-		return false
+	limit, err := c.s.cfg.ProtoMaxBulkLen+64<<10, errProtoRequest
+	if q := c.s.qbufLimit.Load(); q < int64(limit) {
+		limit, err = int(q), errQueryLimit
 	}
-	grown := make([]byte, min(2*len(c.rbuf), c.s.cfg.ProtoMaxBulkLen+64<<10))
+	if len(c.rbuf) >= limit {
+		return err
+	}
+	grown := make([]byte, min(2*len(c.rbuf), limit))
 	copy(grown, c.rbuf[:c.end])
 	c.rbuf = grown
-	return true
+	return nil
+}
+
+// closeQueryLimit ends a connection whose unprocessed input passed
+// client-query-buffer-limit, as Redis does: logged, no reply.
+func (c *client) closeQueryLimit() {
+	c.s.qbufClosed.Add(1)
+	c.s.log.Warn("Closing client that reached max query buffer length", "client", c.describe(),
+		"qbuf_initial_bytes", strconv.Quote(string(c.rbuf[c.start:min(c.end, c.start+64)])))
 }
 
 // nextCommand parses one command from packet. redcon's parser can index out

@@ -195,9 +195,11 @@ type Server struct {
 	keepAlive   atomic.Int64 // TCPKeepAlive in ns, <= 0 off: CONFIG SET tcp-keepalive
 	reqIDWindow atomic.Int64 // ReqIDWindow in ns: CONFIG SET reqid-window
 
-	// CONFIG SET client-output-buffer-limit and client-query-buffer-limit.
-	obuf      atomic.Pointer[OutputBufferLimits]
-	qbufLimit atomic.Int64
+	// CONFIG SET client-output-buffer-limit and client-query-buffer-limit,
+	// and the connections closed for the query limit.
+	obuf       atomic.Pointer[OutputBufferLimits]
+	qbufLimit  atomic.Int64
+	qbufClosed atomic.Int64
 
 	scripts *Scripts
 
