@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -93,6 +94,29 @@ func infoStat(t *testing.T, ts *sluicetest.Server, field string) string {
 	return ""
 }
 
+// neverReader connects, takes little into its receive buffer, and sends n
+// GETs of the key big in one write without reading any reply.
+func neverReader(t *testing.T, ts *sluicetest.Server, n int) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", ts.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.(*net.TCPConn).SetReadBuffer(64 << 10)
+	sendGets(t, c, n, "")
+	return c
+}
+
+// sendGets sends n GETs of the key big, then tail, in one write.
+func sendGets(t *testing.T, c net.Conn, n int, tail string) {
+	t.Helper()
+	c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Write([]byte(strings.Repeat("*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n", n) + tail)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // closedByServer reads whatever c was sent until the server closes it, and
 // fails the test if it is still open after d.
 func closedByServer(t *testing.T, c net.Conn, d time.Duration) int64 {
@@ -103,6 +127,104 @@ func closedByServer(t *testing.T, c net.Conn, d time.Duration) int64 {
 		t.Fatalf("the connection is still open after %v (%d bytes read)", d, n)
 	}
 	return n
+}
+
+const bigValue = 512 << 10
+
+// 32 GETs of 512 KiB owe 16 MiB, more than the sockets' buffers take: past a hard limit of 1 MiB at once, so
+// the connection is closed without waiting for the client, while another
+// is answered; INFO counts it, and a command after the GETs is not run.
+// The connection was open before the limit was set.
+func TestOutputBufferHardLimit(t *testing.T) {
+	ts := sluicetest.Start(t, sluicetest.Options{})
+	ts.Do(t, "SET", "big", strings.Repeat("v", bigValue))
+	early := sluicetest.DialRaw(t, "tcp", ts.Addr)
+	if got := early.Do(t, "PING"); got != "+PONG\r\n" {
+		t.Fatal(got)
+	}
+	early.Conn().(*net.TCPConn).SetReadBuffer(64 << 10)
+	ts.Do(t, "CONFIG", "SET", "client-output-buffer-limit", "normal 1mb 0 0")
+	c := early.Conn()
+	sendGets(t, c, 32, "*4\r\n$6\r\nCONFIG\r\n$3\r\nSET\r\n$7\r\ntimeout\r\n$2\r\n77\r\n")
+	sluicetest.WaitFor(t, 5*time.Second, "the output buffer limit to close the connection", func() bool {
+		ts.Expect(t, "PONG", "PING") // another client is answered meanwhile
+		return infoStat(t, ts, "client_output_buffer_limit_disconnections") == "1"
+	})
+	if n := closedByServer(t, c, 5*time.Second); n >= 32*bigValue {
+		t.Fatalf("the client was sent all %d bytes", n)
+	}
+	ts.Expect(t, int64(bigValue), "STRLEN", "big")
+	ts.Expect(t, []any{"timeout", "0"}, "CONFIG", "GET", "timeout")
+	if got := infoStat(t, ts, "client_query_buffer_limit_disconnections"); got != "0" {
+		t.Fatalf("client_query_buffer_limit_disconnections:%s", got)
+	}
+}
+
+// Under a soft limit of 1 MiB for 1 s, a client that stops reading is
+// closed when it has owed more than that for over a second (Redis's whole
+// seconds: between 1 and 2 s), not before; another client is answered
+// meanwhile. A client that reads its replies is not closed.
+func TestOutputBufferSoftLimit(t *testing.T) {
+	ts := sluicetest.Start(t, sluicetest.Options{})
+	ts.Do(t, "SET", "big", strings.Repeat("v", bigValue))
+	ts.Do(t, "CONFIG", "SET", "client-output-buffer-limit", "normal 0 1mb 1")
+
+	reader := sluicetest.DialRaw(t, "tcp", ts.Addr)
+	reader.Conn().SetDeadline(time.Now().Add(30 * time.Second))
+	// 4 replies, 2 MiB: over the soft limit until the last two are
+	// written, well under a second.
+	if _, err := reader.Conn().Write([]byte(strings.Repeat("*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n", 4))); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReaderSize(reader.Conn(), 64<<10)
+	for i := range 4 {
+		if reply, err := sluicetest.ReadReply(r); err != nil || len(reply) != bigValue+len("$524288\r\n\r\n") {
+			t.Fatalf("reply %d to a client that reads: %d bytes, %v", i, len(reply), err)
+		}
+	}
+
+	start := time.Now()
+	c := neverReader(t, ts, 32)
+	var closedAt time.Time
+	sluicetest.WaitFor(t, 10*time.Second, "the soft output buffer limit to close the connection", func() bool {
+		ts.Expect(t, "PONG", "PING")
+		if infoStat(t, ts, "client_output_buffer_limit_disconnections") != "1" {
+			return false
+		}
+		closedAt = time.Now()
+		return true
+	})
+	if held := closedAt.Sub(start); held < time.Second {
+		t.Fatalf("closed %v after the pipeline was sent: before the soft limit's second", held)
+	}
+	closedByServer(t, c, 5*time.Second)
+	if got := reader.Do(t, "PING"); got != "+PONG\r\n" {
+		t.Fatalf("the reading client after: %q", got)
+	}
+}
+
+// With Redis's default for normal clients (0 0 0: no limit) a client that
+// owes 16 MiB and reads nothing for 2.5 s is kept, and gets every reply when
+// it reads.
+func TestOutputBufferDefaultIsNoLimit(t *testing.T) {
+	ts := sluicetest.Start(t, sluicetest.Options{})
+	got, err := ts.Client.ConfigGet(context.Background(), "client-output-buffer-limit").Result()
+	if want := "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"; err != nil || got["client-output-buffer-limit"] != want {
+		t.Fatalf("CONFIG GET client-output-buffer-limit: %v, %v; want %q", got, err, want)
+	}
+	ts.Do(t, "SET", "big", strings.Repeat("v", bigValue))
+	c := neverReader(t, ts, 32)
+	time.Sleep(2500 * time.Millisecond)
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	r := bufio.NewReaderSize(c, 64<<10)
+	for i := range 32 {
+		if reply, err := sluicetest.ReadReply(r); err != nil || len(reply) != bigValue+len("$524288\r\n\r\n") {
+			t.Fatalf("reply %d: %d bytes, %v", i, len(reply), err)
+		}
+	}
+	if got := infoStat(t, ts, "client_output_buffer_limit_disconnections"); got != "0" {
+		t.Fatalf("client_output_buffer_limit_disconnections:%s", got)
+	}
 }
 
 // exchange writes input on a fresh connection (a write the server cuts

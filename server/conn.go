@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -75,6 +76,16 @@ type client struct {
 	out         []byte
 	batch       engine.Batch
 	slots       []slot
+	// The output buffer limit (client-output-buffer-limit normal) counts
+	// the reply bytes owed and not yet written: out, plus rest, the bytes
+	// of the batch's replies not yet encoded (counted at the batch's first
+	// write while a limit is set: restCounted). softSince is when they
+	// went over the soft limit (zero: they are not over it); cut: the
+	// connection was closed for a limit, nothing more is written.
+	rest        int
+	restCounted bool
+	softSince   time.Time
+	cut         bool
 }
 
 // slot is one reply owed, in pipeline order: an engine reply, or an error
@@ -111,7 +122,7 @@ func newClient(s *Server, nc net.Conn) *client {
 // buffer full) cannot hold the shutdown up past the bound.
 func (c *client) interrupt() {
 	c.nc.SetReadDeadline(time.Now())
-	c.nc.SetWriteDeadline(time.Now().Add(ShutdownDrain))
+	c.nc.SetWriteDeadline(time.Unix(0, c.s.drainBy.Load()))
 }
 
 func (c *client) serve() {
@@ -397,6 +408,9 @@ func (c *client) dispatch(args [][]byte) {
 	}
 	if cmd.parse == nil {
 		c.flushBatch() // server-level commands see every earlier command done
+		if c.quit {
+			return // its replies could not be written: the connection is closing
+		}
 		c.setLastCmd(cmd.subcommand(args).fullname)
 		cmd.run(c.s, c, args)
 		return
@@ -523,7 +537,7 @@ func (c *client) flushBatch() {
 		c.batch.ReadOnly = c.readonly
 		c.s.backend.Execute(&c.batch, c.s.clock.Now())
 	}
-	for _, sl := range c.slots {
+	for i, sl := range c.slots {
 		if sl.idx < 0 {
 			c.writeError(sl.err)
 			continue
@@ -531,9 +545,12 @@ func (c *client) flushBatch() {
 		c.writeReply(&c.batch.Replies[sl.idx])
 		c.batch.Replies[sl.idx] = engine.Reply{} // its items may go as soon as it is written
 		if len(c.out) > flushThreshold {
-			c.flushOut()
+			if c.flushPart(i); c.cut {
+				break
+			}
 		}
 	}
+	c.rest, c.restCounted = 0, false
 	c.slots = c.slots[:0]
 	c.batch.Reset()
 	c.bigReplies = 0
@@ -542,11 +559,40 @@ func (c *client) flushBatch() {
 	}
 }
 
+// flushPart writes the replies encoded so far, after the batch's slot i,
+// keeping count of the batch's replies still owed while an output buffer
+// limit is set.
+func (c *client) flushPart(i int) {
+	if l := &c.s.obuf.Load()[ClassNormal]; l.Hard != 0 || l.Soft != 0 {
+		if c.restCounted {
+			// out holds the replies encoded since the last write: they
+			// were counted in rest.
+			c.rest = max(c.rest-len(c.out), 0)
+		} else {
+			c.rest, c.restCounted = 0, true
+			for _, sl := range c.slots[i+1:] {
+				if sl.idx < 0 {
+					c.rest += errorBytes(sl.err)
+				} else {
+					c.rest += c.replyBytes(&c.batch.Replies[sl.idx])
+				}
+			}
+		}
+	}
+	c.flushOut()
+}
+
 func (c *client) flushOut() {
 	if len(c.out) == 0 {
 		return
 	}
-	if _, err := c.nc.Write(c.out); err != nil {
+	if c.cut {
+		c.out = c.out[:0]
+		return
+	}
+	if l := &c.s.obuf.Load()[ClassNormal]; l.Hard != 0 || l.Soft != 0 || !c.softSince.IsZero() {
+		c.writeLimited(l)
+	} else if _, err := c.nc.Write(c.out); err != nil {
 		c.quit = true
 	}
 	if cap(c.out) > 1<<20 {
@@ -554,6 +600,130 @@ func (c *client) flushOut() {
 	} else {
 		c.out = c.out[:0]
 	}
+}
+
+// replyBufferBytes are the reply bytes a Redis connection holds in its own
+// buffer, which its output buffer limits do not count: a connection owing
+// less is never closed for them, however low they are set.
+const replyBufferBytes = 16 << 10
+
+// writeLimited writes out under the output buffer limit l, as Redis
+// enforces client-output-buffer-limit: owing l.Hard bytes or more (past
+// replyBufferBytes) closes the connection at once; owing l.Soft or more
+// continuously for more than l.SoftSeconds (counted in whole seconds of
+// the clock, as Redis counts) does too. Sluice writes synchronously, so
+// what keeps the bytes owed over the soft limit is a write that blocks:
+// the write's deadline is when they would have been over it too long.
+func (c *client) writeLimited(l *OutputBufferLimit) {
+	owed := len(c.out) + c.rest
+	if over(owed, l.Hard) {
+		c.cutOff("scheduled to be closed ASAP", owed)
+		return
+	}
+	if over(owed, l.Soft) {
+		if c.softSince.IsZero() {
+			c.softSince = time.Now()
+		}
+		c.setWriteDeadline(c.softSince.Truncate(time.Second).Add(time.Duration(l.SoftSeconds+1) * time.Second))
+	} else if !c.softSince.IsZero() {
+		c.endSoft()
+	}
+	if _, err := c.nc.Write(c.out); err != nil {
+		if !c.softSince.IsZero() && errors.Is(err, os.ErrDeadlineExceeded) && c.s.drainBy.Load() == 0 {
+			c.cutOff("closed", owed)
+		}
+		c.quit = true
+		return
+	}
+	if !c.softSince.IsZero() && !over(c.rest, l.Soft) {
+		c.endSoft()
+	}
+}
+
+// over reports whether owing owed bytes reaches limit (0: none), counting
+// what passes replyBufferBytes.
+func over(owed int, limit uint64) bool {
+	return limit != 0 && owed > replyBufferBytes && uint64(owed-replyBufferBytes) >= limit
+}
+
+// cutOff closes the connection for its output buffer limit, as Redis logs
+// it.
+func (c *client) cutOff(how string, owed int) {
+	c.cut, c.quit = true, true
+	c.s.obufClosed.Add(1)
+	c.s.log.Warn("Client "+how+" for overcoming of output buffer limits.", "client", c.describe(), "owed", owed)
+}
+
+// endSoft: the bytes owed are under the soft limit again.
+func (c *client) endSoft() {
+	c.softSince = time.Time{}
+	c.setWriteDeadline(time.Time{})
+}
+
+// setWriteDeadline sets the write deadline to d, or to the end of Close's
+// drain if that comes first (the drain's own deadline must not be lost).
+func (c *client) setWriteDeadline(d time.Time) {
+	c.nc.SetWriteDeadline(d)
+	if by := c.s.drainBy.Load(); by != 0 && (d.IsZero() || by < d.UnixNano()) {
+		c.nc.SetWriteDeadline(time.Unix(0, by))
+	}
+}
+
+// replyBytes is about how many bytes r takes encoded (exactly, but for
+// errors and doubles), for the output buffer limit.
+func (c *client) replyBytes(r *engine.Reply) int {
+	switch r.Kind {
+	case engine.ReplyNil, engine.ReplyNilArray:
+		return 5
+	case engine.ReplyOK:
+		return 5
+	case engine.ReplyInt, engine.ReplyBool:
+		return 3 + intLen(r.Int)
+	case engine.ReplyBulk:
+		n := len(r.Str)
+		if r.Bulk != nil {
+			n = len(r.Bulk)
+		}
+		return 5 + intLen(int64(n)) + n
+	case engine.ReplyStatus:
+		return 3 + len(r.Str)
+	case engine.ReplyDecision:
+		round := engine.SecondsRoundedUp
+		if r.MS {
+			round = engine.MillisRoundedUp
+		}
+		return 4 + 4 + 12 + intLen(r.Dec.Limit) + intLen(r.Dec.Remaining) + intLen(round(r.Dec.RetryAfter)) + intLen(round(r.Dec.ResetAfter))
+	case engine.ReplyError:
+		return errorBytes(r.Err)
+	case engine.ReplyDouble:
+		return 32
+	case engine.ReplyBigNumber:
+		return 8 + len(r.Str)
+	}
+	n := 3 + intLen(int64(len(r.Items)))
+	for i := range r.Items {
+		n += c.replyBytes(&r.Items[i])
+	}
+	if r.Kind == engine.ReplyPairs && c.resp3 {
+		n += 4 * len(r.Items) / 2
+	}
+	return n
+}
+
+// errorBytes is about how many bytes err's reply takes.
+func errorBytes(err error) int { return 8 + len(err.Error()) }
+
+// intLen is how many characters n takes in decimal.
+func intLen(n int64) int {
+	l, u := 1, uint64(n)
+	if n < 0 {
+		l, u = 2, uint64(-(n+1))+1
+	}
+	for u >= 10 {
+		u /= 10
+		l++
+	}
+	return l
 }
 
 func (c *client) setLastCmd(name string) {

@@ -228,6 +228,7 @@ func cmdInfo(s *Server, c *client, args [][]byte) {
 		"keys_swept:"+strconv.FormatInt(st.Swept, 10),
 		"evicted_keys:0",
 		"client_query_buffer_limit_disconnections:"+strconv.FormatInt(s.qbufClosed.Load(), 10),
+		"client_output_buffer_limit_disconnections:"+strconv.FormatInt(s.obufClosed.Load(), 10),
 		"acl_access_denied_auth:"+strconv.FormatInt(s.authDenied.Load(), 10),
 		"acl_access_denied_cmd:"+strconv.FormatInt(s.cmdDenied.Load(), 10),
 		"acl_access_denied_key:"+strconv.FormatInt(s.keyDenied.Load(), 10),

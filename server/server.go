@@ -196,10 +196,14 @@ type Server struct {
 	reqIDWindow atomic.Int64 // ReqIDWindow in ns: CONFIG SET reqid-window
 
 	// CONFIG SET client-output-buffer-limit and client-query-buffer-limit,
-	// and the connections closed for the query limit.
+	// and the connections closed for each.
 	obuf       atomic.Pointer[OutputBufferLimits]
 	qbufLimit  atomic.Int64
+	obufClosed atomic.Int64
 	qbufClosed atomic.Int64
+	// drainBy is when Close's drain ends (unix ns; 0 before Close): a
+	// write deadline set for the soft output limit may not pass it.
+	drainBy atomic.Int64
 
 	scripts *Scripts
 
@@ -409,6 +413,7 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.closing = true
+	s.drainBy.Store(time.Now().Add(ShutdownDrain).UnixNano())
 	close(s.stop)
 	for _, ln := range s.listeners {
 		ln.Close()
