@@ -69,6 +69,8 @@ type options struct {
 	idleTimeout     int
 	reqIDWindow     int
 	tcpKeepAlive    int
+	obufLimits      server.OutputBufferLimits
+	queryBufLimit   string
 	shards          int
 	debug           string
 	logLevel        string
@@ -127,6 +129,9 @@ func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&o.idleTimeout, "timeout", 0, "close a connection that sends no complete command for this many seconds (0: never)")
 	fs.IntVar(&o.reqIDWindow, "reqid-window", 10, "seconds a decision sent with REQID is remembered for its retries (1 to 3600)")
 	fs.IntVar(&o.tcpKeepAlive, "tcp-keepalive", 300, "TCP keepalive period of client connections, in seconds (0: off)")
+	o.obufLimits = server.DefaultOutputBufferLimits()
+	fs.Var(&o.obufLimits, "client-output-buffer-limit", "<class> <hard> <soft> <soft-seconds>, repeated, as Redis; classes normal, replica, pubsub (only normal applies); 0 no limit")
+	fs.StringVar(&o.queryBufLimit, "client-query-buffer-limit", "1gb", "close a connection whose unprocessed input passes this size (at least 1mb)")
 	fs.IntVar(&o.busyMS, "busy-reply-threshold", int(server.DefaultBusyThreshold.Milliseconds()), "ms a script may run before its shards answer BUSY and SCRIPT KILL may stop it (alias lua-time-limit; 0: never)")
 	fs.IntVar(&o.busyMS, "lua-time-limit", int(server.DefaultBusyThreshold.Milliseconds()), "alias of busy-reply-threshold")
 	fs.StringVar(&o.scriptAccel, "script-acceleration", "yes", "run known limiter scripts natively (docs/scripting.md): yes or no")
@@ -245,6 +250,11 @@ func run(args []string, stderr io.Writer) int {
 		log.Error("bad maxmemory", "err", err)
 		return 2
 	}
+	queryBufLimit, err := server.ParseQueryBufferLimit(o.queryBufLimit)
+	if err != nil {
+		log.Error("bad client-query-buffer-limit", "err", err)
+		return 2
+	}
 	dbg, err := debugMode(o.debug)
 	if err != nil {
 		log.Error("bad enable-debug-command", "err", err)
@@ -335,6 +345,8 @@ func run(args []string, stderr io.Writer) int {
 			default: // one is under way
 			}
 		},
+		OutputBufferLimits: &o.obufLimits,
+		QueryBufferLimit:   queryBufLimit,
 		TCPKeepAlive: func() time.Duration {
 			if o.tcpKeepAlive <= 0 {
 				return -1 // off
