@@ -30,8 +30,9 @@ import (
 // DefaultReqIDWindow is how long a receipt is kept unless the server says
 // otherwise (reqid-window): long enough for a client's retry after a
 // timeout, a reconnect or a cluster failover, short enough that receipts
-// cost little memory (each is about 70 bytes with a 36-byte id, so 100k
-// decisions/s with ids hold about 70 MB).
+// cost little memory (about 100 bytes each with clientlib's 32-byte ids,
+// index and page slack included, so 100k decisions/s with ids hold about
+// 100 MB).
 const DefaultReqIDWindow int64 = 10e9 // ns
 
 // MaxReqIDWindow bounds reqid-window: an hour.
