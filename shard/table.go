@@ -27,8 +27,9 @@ const (
 	// KindLast is the highest kind in use in the key space.
 	KindLast = KindZSet
 	// KindReceipt marks a record of the side table (see Table.Side): the
-	// engine's remembered replies to request ids, never a key.
-	KindReceipt Kind = 10
+	// engine's remembered replies to request ids, never a key. It sits at
+	// the top so that key-space kinds stay contiguous below KindLast.
+	KindReceipt Kind = 255
 )
 
 // Errors returned by the table.
