@@ -56,7 +56,9 @@ func (j *shardJob) apply(t *shard.Table, c *Command, now int64) (r Reply) {
 	return r
 }
 
-func isLimiter(k shard.Kind) bool { return k >= shard.KindGCRA && k <= shard.KindFixedWindow }
+func isLimiter(k shard.Kind) bool {
+	return k >= shard.KindGCRA && k <= shard.KindFixedWindow || k == shard.KindLeakyBucket || k == shard.KindConcurrency
+}
 
 // KindName is what TYPE reports for a record kind.
 func KindName(k shard.Kind) string {
@@ -77,6 +79,10 @@ func KindName(k shard.Kind) string {
 		return "list"
 	case shard.KindSet:
 		return "set"
+	case shard.KindLeakyBucket:
+		return "leaky-bucket"
+	case shard.KindConcurrency:
+		return "concurrency"
 	case shard.KindZSet:
 		return "zset"
 	}

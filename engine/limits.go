@@ -22,6 +22,10 @@ func (j *shardJob) refund(t *shard.Table, c *Command, now int64) Reply {
 		return fwRefund(t, e, amount, now)
 	case shard.KindSlidingLog:
 		return j.slRefund(t, e, amount, now)
+	case shard.KindLeakyBucket:
+		return lbRefund(t, e, amount, now)
+	case shard.KindConcurrency:
+		return errReply(ErrConcRefund)
 	}
 	return errReply(ErrWrongType)
 }
@@ -45,6 +49,10 @@ func (j *shardJob) info(t *shard.Table, c *Command, now int64) Reply {
 		fwInfo(t, e, now, field)
 	case shard.KindSlidingLog:
 		j.slInfo(t, e, now, field)
+	case shard.KindLeakyBucket:
+		lbInfo(t, e, now, field)
+	case shard.KindConcurrency:
+		concInfo(t, e, now, field)
 	default:
 		return errReply(ErrWrongType)
 	}

@@ -265,7 +265,7 @@ func lookupACLCommand(name string) *command { return aclByName[name] }
 
 // commandFamilies are the command table's rows by family, each kept in its
 // family's file.
-var commandFamilies = []func() []*command{coreCommands, stringCommands, hashCommands, listCommands, setCommands, zsetCommands, txCommands, scriptCommands}
+var commandFamilies = []func() []*command{coreCommands, leakyCommands, concCommands, stringCommands, hashCommands, listCommands, setCommands, zsetCommands, txCommands, scriptCommands}
 
 func commandList() []*command {
 	var list []*command

@@ -24,8 +24,10 @@ const (
 	KindList          Kind = 7
 	KindSet           Kind = 8
 	KindZSet          Kind = 9
+	KindLeakyBucket   Kind = 10
+	KindConcurrency   Kind = 11
 	// KindLast is the highest kind in use in the key space.
-	KindLast = KindZSet
+	KindLast = KindConcurrency
 	// KindReceipt marks a record of the side table (see Table.Side): the
 	// engine's remembered replies to request ids, never a key. It sits at
 	// the top so that key-space kinds stay contiguous below KindLast.

@@ -1,0 +1,4 @@
+package server
+
+// The leaky bucket's commands: LB.RESERVE, LB.CANCEL.
+func leakyCommands() []*command { return nil }
