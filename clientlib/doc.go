@@ -1,10 +1,11 @@
 // Package clientlib is the Go client applications use to make rate-limit
 // decisions on a Sluice server. It owns the typed calls (GCRA, sliding
-// window, sliding log, fixed window, refunds, resets, inspection and
-// all-or-nothing multi-limit decisions) on top of any go-redis v9
-// UniversalClient, the failure policy with its in-process fallback limiter
-// and alarm, an optional over-limit cache, and net/http middleware. A
-// Limiter is safe for concurrent use; so is the Middleware it backs.
+// window, sliding log, fixed window, refunds, resets, inspection,
+// all-or-nothing multi-limit decisions and concurrency leases) on top of
+// any go-redis v9 UniversalClient, the failure policy with its in-process
+// fallback limiter and alarm, an optional over-limit cache, and net/http
+// middleware. A Limiter is safe for concurrent use; so is the Middleware
+// it backs.
 //
 // # Failure policy
 //
@@ -54,6 +55,29 @@
 // asks go-redis to reload its slot map, so a killed leader's replacement
 // is found within about a second of its election instead of at the next
 // periodic reload.
+//
+// # Concurrency limits: leases
+//
+// Acquire takes one of max concurrent leases on a key (CONC.ACQUIRE) for a
+// lease time; Release gives it back and Renew extends it. A lease ends on
+// its own when its time is up, so a holder that crashes, hangs or loses
+// its connection frees its slot then, exactly, without anyone releasing
+// it: choose the lease as the longest the guarded work may take, and Renew
+// work that runs longer (a Renew that reports false means the slot may
+// already be someone else's). Release needs no context, so a deferred
+// Release runs even after the request's context is done; it waits at most
+// the Limiter's timeout, and calling it twice sends one CONC.RELEASE.
+//
+// Each acquisition carries its own lease id (the context's WithRequestID
+// id, or a fresh one), and acquiring again with an id that holds a lease
+// renews it, so an acquisition whose answer was lost is sent once more, as
+// a decision is, and takes one slot. When the server cannot be asked, the
+// failure policy answers as it does for decisions: FailOpen grants,
+// FailClosed refuses, FailError returns the error, and FailFallback holds
+// this process's own leases to max (divided by WithFallbackShare) per key.
+// A lease granted by a policy after a lost answer may also be held on the
+// server; Release gives that back once the server answers again, and
+// otherwise it ends with its lease.
 //
 // # Over-limit cache
 //

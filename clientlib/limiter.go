@@ -97,6 +97,8 @@ type Limiter struct {
 	policyAnswers atomic.Uint64
 
 	ids *idSource // request ids (reqid.go)
+
+	concFallback concFallback // FailFallback's concurrency limits (conc.go)
 }
 
 // NewLimiter returns a Limiter that sends its commands through rdb: a
