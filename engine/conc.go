@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/binary"
 	"errors"
+	"math"
 	"strconv"
 
 	"github.com/cespare/xxhash/v2"
@@ -85,13 +86,6 @@ func (s concLeases) count() int {
 	return int(min(max(getI(s.b, 2), 0), int64(s.capacity())))
 }
 
-// lease reads slot i: the hash is the top 7 bytes of the 8 that end the
-// slot (the first of those 8 is the expiry's last).
-func (s concLeases) lease(i int) (expiry int64, id uint64) {
-	p := s.b[concHeader+i*concSlot : concHeader+(i+1)*concSlot]
-	return int64(binary.LittleEndian.Uint64(p[:8])), binary.LittleEndian.Uint64(p[7:]) >> 8
-}
-
 func (s concLeases) setLease(i int, expiry int64, id uint64) {
 	p := s.b[concHeader+i*concSlot : concHeader+(i+1)*concSlot]
 	// The hash first: the expiry then overwrites the byte they share.
@@ -108,31 +102,44 @@ type concState struct {
 	found       int
 }
 
+// slots are the record's slots in use.
+func (s concLeases) slots() []byte { return s.b[concHeader : concHeader+s.count()*concSlot] }
+
+// slotExpiry and slotID read a slot: the id hash is the top 7 bytes of the
+// 8 that end it (the first of those is the expiry's last).
+func slotExpiry(p []byte) int64 { return int64(binary.LittleEndian.Uint64(p[:8])) }
+func slotID(p []byte) uint64    { return binary.LittleEndian.Uint64(p[7:15]) >> 8 }
+
 // state reads the record at now in one pass, looking for the live lease
-// with id hash id (found).
+// with id hash id (found). The loops over slots are a command's whole
+// cost at a high max: they walk the bytes rather than index them.
 func (s concLeases) state(now int64, id uint64) concState {
-	st := concState{found: -1}
-	for i := range s.count() {
-		exp, h := s.lease(i)
+	st := concState{found: -1, first: math.MaxInt64}
+	body := s.slots()
+	for i, off := 0, 0; off < len(body); i, off = i+1, off+concSlot {
+		p := body[off : off+concSlot]
+		exp := slotExpiry(p)
 		if exp <= now {
 			continue
 		}
 		st.live++
-		if st.first == 0 || exp < st.first {
-			st.first = exp
-		}
+		st.first = min(st.first, exp)
 		st.last = max(st.last, exp)
-		if h == id {
+		if slotID(p) == id {
 			st.found = i
 		}
+	}
+	if st.live == 0 {
+		st.first = 0
 	}
 	return st
 }
 
 // holds reports whether a live lease has id hash h.
 func (s concLeases) holds(now int64, h uint64) bool {
-	for i := range s.count() {
-		if exp, id := s.lease(i); exp > now && id == h {
+	body := s.slots()
+	for off := 0; off < len(body); off += concSlot {
+		if p := body[off : off+concSlot]; slotExpiry(p) > now && slotID(p) == h {
 			return true
 		}
 	}
@@ -143,25 +150,31 @@ func (s concLeases) holds(now int64, h uint64) bool {
 // slot at's expiry to to (0 drops it; at -1 names no slot). It returns
 // the earliest and latest expiry kept (0 when none).
 func (s concLeases) compact(now int64, at int, to int64) (first, last int64) {
-	n := 0
-	for i := range s.count() {
-		exp, h := s.lease(i)
+	body := s.slots()
+	first, kept := math.MaxInt64, 0
+	for i, off := 0, 0; off < len(body); i, off = i+1, off+concSlot {
+		exp := slotExpiry(body[off:])
 		if i == at {
 			exp = to
 		}
 		if exp <= now {
 			continue
 		}
-		if n != i || i == at {
-			s.setLease(n, exp, h)
+		dst := body[kept : kept+concSlot]
+		if kept != off {
+			copy(dst, body[off:off+concSlot])
 		}
-		if first == 0 || exp < first {
-			first = exp
+		if i == at {
+			// The expiry's 8 bytes leave the hash's 7 alone.
+			binary.LittleEndian.PutUint64(dst, uint64(exp))
 		}
-		last = max(last, exp)
-		n++
+		first, last = min(first, exp), max(last, exp)
+		kept += concSlot
 	}
-	putI(s.b, 2, int64(n))
+	putI(s.b, 2, int64(kept/concSlot))
+	if kept == 0 {
+		first = 0
+	}
 	return first, last
 }
 
@@ -247,7 +260,14 @@ func (j *shardJob) concAcquire(t *shard.Table, c *Command, now int64) Reply {
 		}
 	}
 	s = concLeases{e.Payload}
-	first, last := s.compact(now, st.found, expiry)
+	var first, last int64
+	if st.found < 0 && st.live == s.count() {
+		// Nothing has expired, so no slot moves: the pass above found the
+		// bounds, and the new lease goes at the end.
+		first, last = st.first, st.last
+	} else {
+		first, last = s.compact(now, st.found, expiry)
+	}
 	holders := st.live
 	if st.found < 0 {
 		s.setLease(holders, expiry, h)

@@ -489,3 +489,35 @@ func TestJournalWorkloadHoldsLeases(t *testing.T) {
 		t.Fatalf("the workload left %d concurrency keys, %d with more than one lease: too little to prove replay", keys, multi)
 	}
 }
+
+// BenchmarkConcAcquireRelease is one acquisition and its release on a key
+// already holding n leases: each command reads the key's leases once or
+// twice, so the cost grows with the holders.
+func BenchmarkConcAcquireRelease(b *testing.B) {
+	for _, held := range []int{0, 10, 1000, MaxConcLimit - 1} {
+		b.Run(fmt.Sprintf("holders=%d", held), func(b *testing.B) {
+			e := New(Config{Shards: 1})
+			defer e.Close()
+			t0 := int64(1e12)
+			payload := make([]byte, concHeader+concSlot*max(held, 1))
+			s := concLeases{payload}
+			putI(payload, 0, MaxConcLimit)
+			putI(payload, 2, int64(held))
+			for i := range held {
+				s.setLease(i, t0+3600e9, concHash([]byte(strconv.Itoa(i))))
+			}
+			if err := e.Restore([]SnapshotRecord{{Kind: uint8(shard.KindConcurrency), ExpireAt: t0 + 3600e9, Key: []byte("k"), Payload: payload}}); err != nil {
+				b.Fatal(err)
+			}
+			batch := Batch{Cmds: []Command{concAcquireCmd("k", MaxConcLimit, 60e9, "x"), concReleaseCmd("k", "x")}}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				e.Execute(&batch, t0)
+				if r := batch.Replies[1]; r.Int != 1 {
+					b.Fatalf("%+v %+v", batch.Replies[0], r)
+				}
+			}
+		})
+	}
+}
