@@ -156,7 +156,8 @@ func TestConcBadInput(t *testing.T) {
 	ts.Expect(t, int64(0), "EXISTS", "new")
 }
 
-// COMMAND knows the three commands from their rows: arity, flags, keys.
+// COMMAND knows the three commands from their rows: arity, flags, keys,
+// categories.
 func TestConcCommandInfo(t *testing.T) {
 	ts := sluicetest.Start(t, sluicetest.Options{})
 	v := ts.Do(t, "COMMAND", "INFO", "conc.acquire", "conc.release", "conc.renew").([]any)
@@ -168,6 +169,14 @@ func TestConcCommandInfo(t *testing.T) {
 	for i, w := range want {
 		if got := fmt.Sprint(v[i]); got != w {
 			t.Errorf("COMMAND INFO %d:\n got %s\nwant %s", i, got, w)
+		}
+	}
+	// In @limiter, so that an application's user allowed +@limiter can
+	// use them (docs/security.md).
+	cat := fmt.Sprint(ts.Do(t, "ACL", "CAT", "limiter"))
+	for _, name := range []string{"conc.acquire", "conc.release", "conc.renew"} {
+		if !strings.Contains(cat, name) {
+			t.Errorf("ACL CAT limiter %s lacks %s", cat, name)
 		}
 	}
 }
