@@ -55,6 +55,17 @@
 // is found within about a second of its election instead of at the next
 // periodic reload.
 //
+// # Shaping
+//
+// Wait reserves a unit of a key's smooth schedule (LB.RESERVE) and sleeps
+// until its slot, like golang.org/x/time/rate's Wait but shared by every
+// process that uses the key: workers calling a third-party API that allows
+// N a second together go no faster and leave no slot unused. A slot past
+// the context's deadline is not reserved (ErrWaitTooLong), and a context
+// that ends while waiting cancels the reservation (LB.CANCEL), so callers
+// behind it go sooner. Reserve and Cancel are the two halves for callers
+// that schedule their own work.
+//
 // # Over-limit cache
 //
 // WithOverLimitCache remembers refusals until the server's retry time, so a
