@@ -30,7 +30,7 @@ func leakyOps() map[Op]OpSpec {
 
 // reserved: an admitted reservation of a positive cost moved the schedule.
 func reserved(c *Command, r *Reply) bool {
-	return r.Kind == ReplyArray && len(r.Items) == 4 && r.Items[0].Int == 1 && c.N[2] > 0
+	return r.Kind == ReplyReservation && !r.Dec.Limited && c.N[2] > 0
 }
 
 // nonNil: a write answered with something other than nil (no state) or an
@@ -69,15 +69,8 @@ func (j *shardJob) lbReserve(t *shard.Table, c *Command, now int64) Reply {
 		putI(e.Payload, 0, p.Interval)
 		putI(e.Payload, 1, p.Burst)
 	}
-	round := SecondsCeil
-	if c.Flags&FlagMS != 0 {
-		round = MillisRoundedUp
-	}
-	admitted := int64(0)
-	if r.Admitted {
-		admitted = 1
-	}
-	return Reply{Kind: ReplyArray, Items: []Reply{intReply(admitted), intReply(round(r.Wait)), intReply(r.Ahead), intReply(round(r.ResetAfter))}}
+	return Reply{Kind: ReplyReservation, MS: c.Flags&FlagMS != 0,
+		Dec: ratelimit.Decision{Limited: !r.Admitted, RetryAfter: r.Wait, Remaining: r.Ahead, ResetAfter: r.ResetAfter}}
 }
 
 // lbCancel gives back units of a schedule: the units still scheduled
@@ -130,4 +123,17 @@ func SecondsCeil(ns int64) int64 {
 		s++
 	}
 	return s
+}
+
+// ReservationFields are a ReplyReservation's four integers as sent.
+func ReservationFields(r *Reply) [4]int64 {
+	round := SecondsCeil
+	if r.MS {
+		round = MillisRoundedUp
+	}
+	admitted := int64(1)
+	if r.Dec.Limited {
+		admitted = 0
+	}
+	return [4]int64{admitted, round(r.Dec.RetryAfter), r.Dec.Remaining, round(r.Dec.ResetAfter)}
 }

@@ -41,10 +41,11 @@ func TestLBShapesTwentyWorkers(t *testing.T) {
 					break
 				}
 				r := exec1(e, now, lbReserve("api", interval, burst, 1, -1))
-				if r.Kind != ReplyArray || r.Items[0].Int != 1 {
+				v := ReservationFields(&r)
+				if r.Kind != ReplyReservation || v[0] != 1 {
 					t.Fatalf("reserve at %d: %+v", now, r)
 				}
-				goAt := now + r.Items[1].Int*1e6 // the wait, in ms rounded up
+				goAt := now + v[1]*1e6 // the wait, in ms rounded up
 				if goAt < end {
 					starts = append(starts, goAt)
 				}
@@ -74,12 +75,11 @@ func TestLBMaxWaitCancelPeek(t *testing.T) {
 	defer e.Close()
 	now := int64(1e12)
 	const iv = int64(1e8) // 10 per second
-	waits := func(r Reply) []int64 {
-		var v []int64
-		for _, it := range r.Items {
-			v = append(v, it.Int)
+	waits := func(r Reply) [4]int64 {
+		if r.Kind != ReplyReservation {
+			t.Fatalf("not a reservation: %+v", r)
 		}
-		return v
+		return ReservationFields(&r)
 	}
 	for i, want := range [][]int64{{1, 0, 0, 100}, {1, 100, 0, 200}, {1, 200, 1, 300}} {
 		if got := waits(exec1(e, now, lbReserve("k", iv, 1, 1, -1))); fmt.Sprint(got) != fmt.Sprint(want) {

@@ -24,7 +24,8 @@ func leakyCommands() []*command {
 func parseLBReserve(c *engine.Command, args [][]byte) error {
 	c.Key = args[1]
 	c.N[3] = -1 // no MAXWAIT
-	var pos [][]byte
+	var posBuf [4][]byte
+	pos := posBuf[:0]
 	for i := 2; i < len(args); i++ {
 		switch {
 		case isWord(args[i], "ms"):
@@ -44,6 +45,8 @@ func parseLBReserve(c *engine.Command, args [][]byte) error {
 			i++
 		case c.Flags&engine.FlagMS != 0 || c.N[3] >= 0:
 			return errSyntax // a positional argument after the options
+		case len(pos) == len(posBuf):
+			return errSyntax
 		default:
 			pos = append(pos, args[i])
 		}
