@@ -22,7 +22,7 @@ const lbPayload = 16
 
 func leakyOps() map[Op]OpSpec {
 	return map[Op]OpSpec{
-		OpLBReserve: {Name: "lb.reserve", Writes: true, Creates: true, Keys: KeysOne, costAt: 3,
+		OpLBReserve: {Name: "lb.reserve", Writes: true, Decision: true, Creates: true, Keys: KeysOne, costAt: 3,
 			changed: reserved, apply: (*shardJob).lbReserve},
 		OpLBCancel: {Name: "lb.cancel", Writes: true, Keys: KeysOne, changed: nonNil, apply: (*shardJob).lbCancel},
 	}

@@ -8,11 +8,11 @@ import (
 // The leaky bucket's commands: LB.RESERVE, LB.CANCEL.
 func leakyCommands() []*command {
 	return []*command{
-		{name: "lb.reserve", cats: catLimiter, keyPerm: permAll, arity: -4, flags: flagWrite | flagDenyOOM | flagFast, firstKey: 1, lastKey: 1, step: 1, group: groupLimit, since: "0.2.0",
+		{name: "lb.reserve", cats: catLimiter, keyPerm: permAll, arity: -4, flags: decisionFlags, firstKey: 1, lastKey: 1, step: 1, group: groupLimit, since: "0.2.0",
 			summary: "Leaky bucket as a meter: reserve the next cost units of a smooth schedule of rate per period and say how long to wait before going.",
 			args: []argSpec{key("key"), integer("rate"), seconds("period"), opt(integer("burst")), opt(integer("cost")),
 				opt(integer("maxwait_ms")), token("MS")},
-			op: engine.OpLBReserve, parse: parseLBReserve},
+			op: engine.OpLBReserve, limitArgs: 6, parse: parseLBReserve},
 		{name: "lb.cancel", cats: catLimiter, keyPerm: permAll, arity: 3, flags: flagWrite | flagFast, firstKey: 1, lastKey: 1, step: 1, group: groupLimit, since: "0.2.0",
 			summary: "Give back reserved units of a leaky bucket's schedule that were not used; nil when the key holds no schedule.",
 			args:    []argSpec{key("key"), integer("cost")}, op: engine.OpLBCancel, parse: parseLBCancel},
@@ -20,8 +20,13 @@ func leakyCommands() []*command {
 }
 
 // parseLBReserve: LB.RESERVE key rate period [burst] [cost] [MAXWAIT ms] [MS]
-// (MAXWAIT and MS in either order, after the positional arguments).
+// [REQID id] (MAXWAIT and MS in either order, after the positional
+// arguments; REQID last, as on every decision).
 func parseLBReserve(c *engine.Command, args [][]byte) error {
+	args, err := trailingReqID(c, args)
+	if err != nil {
+		return err
+	}
 	c.Key = args[1]
 	c.N[3] = -1 // no MAXWAIT
 	var posBuf [4][]byte

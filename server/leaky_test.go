@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/sluicetest"
@@ -87,5 +88,51 @@ func TestLeakyBucketCommands(t *testing.T) {
 	c.Do(t, "LB.RESERVE", "r", "10", "1", "1", "5")
 	if got := c.Do(t, "LIMIT.RESET", "r"); got != ":1\r\n" {
 		t.Fatalf("LIMIT.RESET: %q", got)
+	}
+}
+
+// LB.RESERVE inside LIMIT.ALL: a request takes a rate slot and a place on
+// a schedule all or nothing. MAXWAIT is what makes a reservation trip.
+func TestLeakyBucketInLimitAll(t *testing.T) {
+	ts := sluicetest.Start(t, sluicetest.Options{})
+	c := sluicetest.DialRaw(t, "tcp", ts.Addr)
+	c.Do(t, "DEBUG", "CLOCK", "FREEZE")
+	all := func(maxWait string) string {
+		return c.Do(t, "LIMIT.ALL", "2", "CL.THROTTLE", "user", "4", "10", "1", "1", "MS",
+			"LB.RESERVE", "api", "10", "1", "1", "1", "MAXWAIT", maxWait, "MS")
+	}
+	// 10 per second, burst 1: the first goes now, the second would wait
+	// 100 ms.
+	if got := all("50"); got != "*3\r\n:0\r\n:-1\r\n*2\r\n*5\r\n:0\r\n:5\r\n:4\r\n:-1\r\n:100\r\n*4\r\n:1\r\n:0\r\n:0\r\n:100\r\n" {
+		t.Fatalf("first: %q", got)
+	}
+	// The schedule trips: nothing is charged, on either key.
+	if got := all("50"); got != "*3\r\n:1\r\n:1\r\n*2\r\n*5\r\n:0\r\n:5\r\n:3\r\n:-1\r\n:200\r\n*4\r\n:0\r\n:100\r\n:0\r\n:100\r\n" {
+		t.Fatalf("a wait past MAXWAIT: %q", got)
+	}
+	if got := c.Do(t, "CL.THROTTLE", "user", "4", "10", "1", "0"); got != "*5\r\n:0\r\n:5\r\n:4\r\n:-1\r\n:1\r\n" {
+		t.Fatalf("the refused LIMIT.ALL charged the GCRA key: %q", got)
+	}
+	// With room to wait, both are taken.
+	if got := all("150"); got != "*3\r\n:0\r\n:-1\r\n*2\r\n*5\r\n:0\r\n:5\r\n:3\r\n:-1\r\n:200\r\n*4\r\n:1\r\n:100\r\n:0\r\n:200\r\n" {
+		t.Fatalf("within MAXWAIT: %q", got)
+	}
+	if got := c.Do(t, "INFO", "stats"); !strings.Contains(got, "decisions_limited:1\r\n") {
+		t.Fatalf("INFO stats: %q", got)
+	}
+}
+
+// A reservation sent with REQID is made once: its retry gets the first
+// answer and takes no second slot.
+func TestLeakyBucketReqID(t *testing.T) {
+	ts := sluicetest.Start(t, sluicetest.Options{})
+	c := sluicetest.DialRaw(t, "tcp", ts.Addr)
+	c.Do(t, "DEBUG", "CLOCK", "FREEZE")
+	first := c.Do(t, "LB.RESERVE", "k", "10", "1", "1", "1", "MS", "REQID", "a")
+	if again := c.Do(t, "LB.RESERVE", "k", "10", "1", "1", "1", "MS", "REQID", "a"); again != first || first != "*4\r\n:1\r\n:0\r\n:0\r\n:100\r\n" {
+		t.Fatalf("a reservation and its retry: %q then %q", first, again)
+	}
+	if got := c.Do(t, "LB.RESERVE", "k", "10", "1", "1", "1", "MS", "REQID", "b"); got != "*4\r\n:1\r\n:100\r\n:0\r\n:200\r\n" {
+		t.Fatalf("the next request: %q, want the second slot", got)
 	}
 }
