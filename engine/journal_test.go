@@ -79,7 +79,7 @@ func workload(e *Engine, clk *clock.Clock, seed uint64, steps int, mid func()) {
 						c.Key = key
 						continue
 					}
-					switch rng.IntN(9) {
+					switch rng.IntN(12) {
 					case 0:
 						c.Op, c.N = OpThrottle, [4]int64{4, 10, 1e9, int64(rng.IntN(3))}
 					case 1:
@@ -99,6 +99,11 @@ func workload(e *Engine, clk *clock.Clock, seed uint64, steps int, mid func()) {
 					case 7:
 						c.Op, c.Multi = OpDel, MultiSum
 						c.Sub = append(c.Sub[:0], Command{Op: OpDel, Key: key}, Command{Op: OpDel, Key: []byte("k1")})
+					case 9, 10, 11:
+						concWorkload(rng, c)
+						if rng.IntN(4) > 0 {
+							key = []byte(fmt.Sprintf("c%d", rng.IntN(8)))
+						}
 					case 8:
 						c.Op = OpLimitAll
 						c.Sub = append(c.Sub[:0],

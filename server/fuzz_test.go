@@ -21,6 +21,8 @@ var seedCommands = []string{
 	"EXPIRE\nk\n10\nGT",
 	"SCAN\n0\nMATCH\na*\nCOUNT\n5\nTYPE\ngcra",
 	"INCRBY\nk\n-9223372036854775808",
+	"CONC.ACQUIRE\nk\n5\n30.5\nID\njob-1",
+	"CONC.RENEW\nk\njob-1\n0.25",
 }
 
 // FuzzParsers feeds arbitrary argument lists to every command's parser:
