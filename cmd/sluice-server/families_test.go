@@ -50,7 +50,7 @@ func TestShapingAndConcurrencyReplicateAndRestart(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 19))
 	var keys []string
 	for i := range 4 {
-		keys = append(keys, fmt.Sprintf("lb:%d", i))
+		keys = append(keys, fmt.Sprintf("lb:%d", i), fmt.Sprintf("conc:%d", i))
 	}
 	for step := range 400 {
 		var args []string
@@ -63,6 +63,18 @@ func TestShapingAndConcurrencyReplicateAndRestart(t *testing.T) {
 			args = []string{"LB.CANCEL", k, strconv.Itoa(r.IntN(3))}
 		case strings.HasPrefix(k, "lb:"):
 			args = []string{"LB.RESERVE", k, strconv.Itoa(5 + r.IntN(20)), "1", strconv.Itoa(1 + r.IntN(3)), strconv.Itoa(r.IntN(3)), "MAXWAIT", strconv.Itoa(r.IntN(600)), "MS"}
+		default:
+			id := "h" + strconv.Itoa(r.IntN(6))
+			switch r.IntN(4) {
+			case 0:
+				args = []string{"CONC.RELEASE", k, id}
+			case 1:
+				args = []string{"CONC.RENEW", k, id, "0.5"}
+			case 2:
+				args = []string{"CONC.ACQUIRE", k, "3", "1"} // an id the server makes
+			default:
+				args = []string{"CONC.ACQUIRE", k, strconv.Itoa(1 + r.IntN(4)), "0.8", "ID", id}
+			}
 		}
 		want := single.Do(t, args...)
 		if got := leader.Do(t, args...); got != want {
@@ -81,8 +93,8 @@ func TestShapingAndConcurrencyReplicateAndRestart(t *testing.T) {
 		return b.String()
 	}
 	want := infos(addrS, false)
-	if !strings.Contains(want, "leaky-bucket") {
-		t.Fatalf("the run left no schedule: %q", want)
+	if !strings.Contains(want, "leaky-bucket") || !strings.Contains(want, "concurrency") {
+		t.Fatalf("the run left no schedule or no lease: %q", want)
 	}
 	if got := infos(addr1, false); got != want {
 		t.Fatalf("the leader:\n%q\nthe standalone server:\n%q", got, want)
