@@ -143,6 +143,7 @@ var modes = []mode{
 	{name: "sl.check", family: "sliding-log", native: KindSluice, command: "SL.CHECK", keyed: true, decision: true, args: windowArgs},
 	// Shaping: every reservation is admitted, with a wait (no MAXWAIT).
 	{name: "lb.reserve", family: "leaky-bucket", native: KindSluice, command: "LB.RESERVE", keyed: true, args: lbArgs},
+	{name: "conc", family: "concurrency", native: KindSluice, command: "CONC.ACQUIRE+CONC.RELEASE", keyed: true, args: noArgs, pattern: concPattern},
 	{name: "limit.all", family: "limit-all", native: KindSluice, command: "LIMIT.ALL", keyed: true, decision: true, args: noArgs, build: newLimitAllRequest},
 	// Data-type recipes, the same commands on both servers.
 	{name: "hash-bucket", family: "hash-bucket", native: KindAny, command: "HMGET+HSET", keyed: true, args: noArgs, pattern: hashBucketPattern},
