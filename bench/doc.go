@@ -47,6 +47,10 @@
 //	sliding-window  SW.CHECK key limit window cost   lua-sw   (scripts/sw.lua)
 //	fixed-window    FW.CHECK key limit window cost   lua-fw   (scripts/fw.lua)
 //	sliding-log     SL.CHECK key limit window cost   (no peer; skipped on Redis)
+//	leaky-bucket    LB.RESERVE key rate period burst cost
+//	                                                 (no peer; skipped on Redis)
+//	concurrency     CONC.ACQUIRE key 20 30 ID n, then CONC.RELEASE key n
+//	                (one operation)                  (no peer; skipped on Redis)
 //	limit-all       LIMIT.ALL 3 CL.THROTTLE key ... SW.CHECK key:sw ...
 //	                FW.CHECK key:fw ...              (no peer; skipped on Redis)
 //

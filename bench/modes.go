@@ -119,6 +119,12 @@ func windowArgs(l Limit) []string {
 	return []string{itoa(l.Count), ftoa(l.Period), itoa(l.Cost)}
 }
 
+// lbArgs: LB.RESERVE key rate period burst cost, Count per Period with
+// bursts of Burst+1 (as CL.THROTTLE's bucket holds).
+func lbArgs(l Limit) []string {
+	return []string{itoa(l.Count), ftoa(l.Period), itoa(l.Burst + 1), itoa(l.Cost)}
+}
+
 func noArgs(Limit) []string { return nil }
 
 func itoa(n int64) string   { return strconv.FormatInt(n, 10) }
@@ -135,6 +141,9 @@ var modes = []mode{
 	{name: "fw.check", family: "fixed-window", native: KindSluice, command: "FW.CHECK", keyed: true, decision: true, args: windowArgs},
 	{name: "lua-fw", family: "fixed-window", native: KindRedis, command: "fw.lua", script: fwScript, keyed: true, decision: true, args: windowArgs},
 	{name: "sl.check", family: "sliding-log", native: KindSluice, command: "SL.CHECK", keyed: true, decision: true, args: windowArgs},
+	// Shaping: every reservation is admitted, with a wait (no MAXWAIT).
+	{name: "lb.reserve", family: "leaky-bucket", native: KindSluice, command: "LB.RESERVE", keyed: true, args: lbArgs},
+	{name: "conc", family: "concurrency", native: KindSluice, command: "CONC.ACQUIRE+CONC.RELEASE", keyed: true, args: noArgs, pattern: concPattern},
 	{name: "limit.all", family: "limit-all", native: KindSluice, command: "LIMIT.ALL", keyed: true, decision: true, args: noArgs, build: newLimitAllRequest},
 	// Data-type recipes, the same commands on both servers.
 	{name: "hash-bucket", family: "hash-bucket", native: KindAny, command: "HMGET+HSET", keyed: true, args: noArgs, pattern: hashBucketPattern},

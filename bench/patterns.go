@@ -97,6 +97,17 @@ func hashBucketPattern(Config) *pattern {
 	}
 }
 
+// concPattern: a concurrency slot taken and given back, CONC.ACQUIRE then
+// CONC.RELEASE with the operation's seq as the lease id (Sluice only).
+func concPattern(Config) *pattern {
+	return &pattern{
+		cmds: [][]patternArg{
+			{lit("CONC.ACQUIRE"), keyArg, lit("20"), lit("30"), lit("ID"), seqArg},
+			{lit("CONC.RELEASE"), keyArg, seqArg},
+		},
+	}
+}
+
 // zsetLogPattern: the sorted-set sliding log in MULTI, over a log of
 // about logSize members.
 func zsetLogPattern(cfg Config) *pattern {

@@ -1,11 +1,11 @@
 // Package clientlib is the Go client applications use to make rate-limit
 // decisions on a Sluice server. It owns the typed calls (GCRA, sliding
 // window, sliding log, fixed window, refunds, resets, inspection,
-// all-or-nothing multi-limit decisions and concurrency leases) on top of
-// any go-redis v9 UniversalClient, the failure policy with its in-process
-// fallback limiter and alarm, an optional over-limit cache, and net/http
-// middleware. A Limiter is safe for concurrent use; so is the Middleware
-// it backs.
+// all-or-nothing multi-limit decisions, shaping and concurrency leases) on
+// top of any go-redis v9 UniversalClient, the failure policy with its
+// in-process fallback limiter and alarm, an optional over-limit cache, and
+// net/http middleware. A Limiter is safe for concurrent use; so is the
+// Middleware it backs.
 //
 // # Failure policy
 //
@@ -55,6 +55,17 @@
 // asks go-redis to reload its slot map, so a killed leader's replacement
 // is found within about a second of its election instead of at the next
 // periodic reload.
+//
+// # Shaping
+//
+// Wait reserves a unit of a key's smooth schedule (LB.RESERVE) and sleeps
+// until its slot, like golang.org/x/time/rate's Wait but shared by every
+// process that uses the key: workers calling a third-party API that allows
+// N a second together go no faster and leave no slot unused. A slot past
+// the context's deadline is not reserved (ErrWaitTooLong), and a context
+// that ends while waiting cancels the reservation (LB.CANCEL), so callers
+// behind it go sooner. Reserve and Cancel are the two halves for callers
+// that schedule their own work.
 //
 // # Concurrency limits: leases
 //

@@ -46,7 +46,7 @@ func (j *shardJob) apply(t *shard.Table, c *Command, now int64) (r Reply) {
 		}
 	}
 	// A dry run (LIMIT.ALL's first phase) decides nothing yet.
-	if spec.Decision && !j.dryRun && r.Kind == ReplyDecision {
+	if spec.Decision && !j.dryRun && (r.Kind == ReplyDecision || r.Kind == ReplyReservation) {
 		if r.Dec.Limited {
 			j.limited++
 		} else {

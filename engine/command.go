@@ -95,6 +95,12 @@ const (
 	// ReplyBigNumber is Str as a RESP3 big number (...); a bulk string in
 	// RESP2.
 	ReplyBigNumber
+	// ReplyReservation is Dec as LB.RESERVE's 4-field array: admitted
+	// (not Limited), wait (RetryAfter), queue depth (Remaining) and
+	// reset_after (ResetAfter), the durations rounded up to whole seconds
+	// (SecondsCeil) or, with MS, milliseconds. A decision in all but name,
+	// kept in Dec so that it costs no allocation either.
+	ReplyReservation
 )
 
 // Reply is one command's answer. Bulk aliases a batch-owned buffer and is

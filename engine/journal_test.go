@@ -68,6 +68,17 @@ func workload(e *Engine, clk *clock.Clock, seed uint64, steps int, mid func()) {
 				for k := 0; k < 1+rng.IntN(8); k++ {
 					c := b.Add()
 					key := []byte(fmt.Sprintf("k%d", rng.IntN(40)))
+					if rng.IntN(10) == 0 {
+						// The leaky bucket's schedules, on keys of their own.
+						key = []byte(fmt.Sprintf("lb%d", rng.IntN(5)))
+						if rng.IntN(4) == 0 {
+							c.Op, c.N = OpLBCancel, [4]int64{int64(rng.IntN(3))}
+						} else {
+							c.Op, c.N, c.Flags = OpLBReserve, [4]int64{5e7, int64(1 + rng.IntN(3)), int64(rng.IntN(3)), int64(rng.IntN(3)-1) * 1e8}, FlagMS
+						}
+						c.Key = key
+						continue
+					}
 					switch rng.IntN(12) {
 					case 0:
 						c.Op, c.N = OpThrottle, [4]int64{4, 10, 1e9, int64(rng.IntN(3))}

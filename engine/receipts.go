@@ -145,7 +145,7 @@ func (j *shardJob) decideOnce(t *shard.Table, c *Command, now int64, spec *OpSpe
 		}
 	}
 	r := spec.apply(j, t, c, now)
-	if r.Kind != ReplyDecision {
+	if r.Kind != ReplyDecision && r.Kind != ReplyReservation {
 		return r
 	}
 	if found {
@@ -163,7 +163,7 @@ func (j *shardJob) decideOnce(t *shard.Table, c *Command, now int64, spec *OpSpe
 
 // Receipt encoding: the replies decisions and LIMIT.ALL give.
 const (
-	receiptDecision = 'd' // flags (1 limited, 2 MS), limit, remaining, retry_after, reset_after
+	receiptDecision = 'd' // flags (1 limited, 2 MS, 4 a reservation), limit, remaining, retry_after, reset_after
 	receiptInt      = 'i' // varint
 	receiptArray    = 'a' // uvarint count, then the items
 )
@@ -172,13 +172,16 @@ var errBadReceipt = errors.New("malformed receipt")
 
 func appendReceipt(b []byte, r *Reply) []byte {
 	switch r.Kind {
-	case ReplyDecision:
+	case ReplyDecision, ReplyReservation:
 		var flags byte
 		if r.Dec.Limited {
 			flags |= 1
 		}
 		if r.MS {
 			flags |= 2
+		}
+		if r.Kind == ReplyReservation {
+			flags |= 4
 		}
 		b = append(b, receiptDecision, flags)
 		b = binary.AppendVarint(b, r.Dec.Limit)
@@ -209,6 +212,9 @@ func decodeReceiptAt(b []byte, depth int) (Reply, []byte, error) {
 		flags := r.byte()
 		out = Reply{Kind: ReplyDecision, MS: flags&2 != 0, Dec: ratelimit.Decision{Limited: flags&1 != 0,
 			Limit: r.varint(), Remaining: r.varint(), RetryAfter: r.varint(), ResetAfter: r.varint()}}
+		if flags&4 != 0 {
+			out.Kind = ReplyReservation
+		}
 	case receiptInt:
 		out = intReply(r.varint())
 	case receiptArray:

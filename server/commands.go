@@ -167,11 +167,7 @@ func limitAllKeys(args [][]byte, buf []keyRef) []keyRef {
 			return buf
 		}
 		buf = append(buf, keyRef{at: i + 1, need: permAll})
-		take := row.limitArgs
-		if i+take < len(args) && isWord(args[i+take], "ms") {
-			take++
-		}
-		i += take
+		i += limitTake(row, args[i:])
 	}
 	return buf
 }

@@ -693,6 +693,8 @@ func (c *client) replyBytes(r *engine.Reply) int {
 			round = engine.MillisRoundedUp
 		}
 		return 4 + 4 + 12 + intLen(r.Dec.Limit) + intLen(r.Dec.Remaining) + intLen(round(r.Dec.RetryAfter)) + intLen(round(r.Dec.ResetAfter))
+	case engine.ReplyReservation:
+		return 4 + 4 + 12 + 20 + 20 + 20
 	case engine.ReplyError:
 		return errorBytes(r.Err)
 	case engine.ReplyDouble:
@@ -845,6 +847,12 @@ func (c *client) writeReply(r *engine.Reply) {
 		c.writeInt(d.Remaining)
 		c.writeInt(round(d.RetryAfter))
 		c.writeInt(round(d.ResetAfter))
+	case engine.ReplyReservation:
+		v := engine.ReservationFields(r)
+		c.writeArray(len(v))
+		for _, n := range v {
+			c.writeInt(n)
+		}
 	case engine.ReplyError:
 		c.writeError(r.Err)
 	case engine.ReplyArray:

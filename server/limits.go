@@ -133,10 +133,7 @@ func parseLimitAll(c *engine.Command, args [][]byte) error {
 		if len(rest) < want {
 			return badArg(name, rest[0], errIncomplete)
 		}
-		take := want
-		if len(rest) > want && isWord(rest[want], "ms") {
-			take++
-		}
+		take := limitTake(row, rest)
 		if int64(len(c.Sub)) == n {
 			return badArg("numlimits", args[1], errLimitCount)
 		}
@@ -151,6 +148,24 @@ func parseLimitAll(c *engine.Command, args [][]byte) error {
 		return badArg("numlimits", args[1], errLimitCount)
 	}
 	return nil
+}
+
+// limitTake is how many of rest (a limit inside LIMIT.ALL, its name first)
+// the limit takes: its full form, then the options it knows (MS for
+// every decision, MAXWAIT ms for LB.RESERVE), in any order.
+func limitTake(row *command, rest [][]byte) int {
+	take := min(row.limitArgs, len(rest))
+	for take < len(rest) {
+		switch {
+		case isWord(rest[take], "ms"):
+			take++
+		case row.op == engine.OpLBReserve && isWord(rest[take], "maxwait") && take+1 < len(rest):
+			take += 2
+		default:
+			return take
+		}
+	}
+	return take
 }
 
 func parseRefund(c *engine.Command, args [][]byte) error {

@@ -147,9 +147,9 @@ func TestLimitInfoAndAll(t *testing.T) {
 		"LIMIT.ALL", "2", "CL.THROTTLE", "a", "4", "1", "10", "1", "CL.THROTTLE", "a", "4", "1", "10", "1")
 	ts.Expect(t, errors.New("ERR invalid numlimits '3': does not match the number of limits that follow"),
 		"LIMIT.ALL", "3", "CL.THROTTLE", "a", "4", "1", "10", "1", "SL.CHECK", "b", "2", "60", "2")
-	ts.Expect(t, errors.New("ERR invalid limit 'GET': is not a decision command (CL.THROTTLE, SW.CHECK, SL.CHECK, FW.CHECK)"),
+	ts.Expect(t, errors.New("ERR invalid limit 'GET': is not a decision command (CL.THROTTLE, SW.CHECK, SL.CHECK, FW.CHECK, LB.RESERVE)"),
 		"LIMIT.ALL", "1", "GET", "a", "1", "2", "3", "4")
-	ts.Expect(t, errors.New("ERR invalid limit 'LIMIT.ALL': is not a decision command (CL.THROTTLE, SW.CHECK, SL.CHECK, FW.CHECK)"),
+	ts.Expect(t, errors.New("ERR invalid limit 'LIMIT.ALL': is not a decision command (CL.THROTTLE, SW.CHECK, SL.CHECK, FW.CHECK, LB.RESERVE)"),
 		"LIMIT.ALL", "1", "LIMIT.ALL", "1", "CL.THROTTLE", "a", "4", "1")
 	ts.Expect(t, sluicetest.Ints(0, 5, 3, -1, 20), "CL.THROTTLE", "a", "4", "1", "10", "0")
 }

@@ -81,6 +81,13 @@ func (v *vm) toLua(L *lua.LState, r *engine.Reply) lua.LValue {
 			t.RawSetInt(i/2+1, v.arrayTable(L, r.Items[i:i+2]))
 		}
 		return t
+	case engine.ReplyReservation:
+		v := engine.ReservationFields(r)
+		t := L.CreateTable(len(v), 0)
+		for i, n := range v {
+			t.RawSetInt(i+1, lua.LNumber(n))
+		}
+		return t
 	case engine.ReplyDecision:
 		d := &r.Dec
 		round := engine.SecondsRoundedUp
