@@ -400,11 +400,10 @@ func parseInfo(v interface{}) (*Info, error) {
 			if name != "family" {
 				return fmt.Errorf("%w: LIMIT.INFO %s = %q", errReplyShape, name, x)
 			}
-			f, ok := parseFamily(x)
-			if !ok {
-				return fmt.Errorf("%w: LIMIT.INFO family %q", errReplyShape, x)
+			info.FamilyName = x
+			if f, ok := parseFamily(x); ok {
+				info.Family = f
 			}
-			info.Family = f
 		default:
 			return fmt.Errorf("%w: LIMIT.INFO %s = %v", errReplyShape, name, v)
 		}

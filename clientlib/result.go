@@ -86,9 +86,13 @@ type AllResult struct {
 
 // Info is what LIMIT.INFO reports about a live limiter.
 type Info struct {
-	Family    Family
-	Limit     int64
-	Remaining int64
+	// Family is the key's family among the decision families; for the
+	// others (leaky-bucket, concurrency) FamilyName says which and
+	// Family is FamilyGCRA's zero value.
+	Family     Family
+	FamilyName string
+	Limit      int64
+	Remaining  int64
 	// ResetAt is the absolute reset time the server stores (reset_at_ms).
 	// Unlike ResetAfter, it does not move between calls.
 	ResetAt time.Time

@@ -329,7 +329,7 @@ func coreCommands() []*command {
 		{name: "exists", cats: catKeyspace, arity: -2, flags: flagReadonly | flagFast, firstKey: 1, lastKey: -1, step: 1, group: "generic", since: "1.0.0",
 			summary: "Count how many of the keys exist.", args: []argSpec{many(key("key"))}, op: engine.OpExists, parse: parseKeys(engine.MultiSum, 0)},
 		{name: "type", cats: catKeyspace, arity: 2, flags: flagReadonly | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "generic", since: "1.0.0",
-			summary: "The type of a key: string, gcra, sliding-window, sliding-log, fixed-window or none.", args: []argSpec{key("key")}, op: engine.OpType, parse: parseKey},
+			summary: "The type of a key: string, hash, list, set, zset, gcra, sliding-window, sliding-log, fixed-window, leaky-bucket, concurrency or none.", args: []argSpec{key("key")}, op: engine.OpType, parse: parseKey},
 		{name: "ttl", cats: catKeyspace, keyPerm: permRead, arity: 2, flags: flagReadonly | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "generic", since: "1.0.0",
 			summary: "Seconds to live; for a limiter, its reset_after.", args: []argSpec{key("key")}, op: engine.OpTTL, parse: parseTTLMode(engine.TTLSeconds)},
 		{name: "pttl", cats: catKeyspace, keyPerm: permRead, arity: 2, flags: flagReadonly | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "generic", since: "2.6.0",

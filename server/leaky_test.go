@@ -12,7 +12,7 @@ import (
 func TestLeakyBucketCommands(t *testing.T) {
 	ts := sluicetest.Start(t, sluicetest.Options{})
 	c := sluicetest.DialRaw(t, "tcp", ts.Addr)
-	c.Do(t, "DEBUG", "CLOCK", "FREEZE")
+	sluicetest.FreezeClock(t, ts.Client)
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -96,7 +96,7 @@ func TestLeakyBucketCommands(t *testing.T) {
 func TestLeakyBucketInLimitAll(t *testing.T) {
 	ts := sluicetest.Start(t, sluicetest.Options{})
 	c := sluicetest.DialRaw(t, "tcp", ts.Addr)
-	c.Do(t, "DEBUG", "CLOCK", "FREEZE")
+	sluicetest.FreezeClock(t, ts.Client)
 	all := func(maxWait string) string {
 		return c.Do(t, "LIMIT.ALL", "2", "CL.THROTTLE", "user", "4", "10", "1", "1", "MS",
 			"LB.RESERVE", "api", "10", "1", "1", "1", "MAXWAIT", maxWait, "MS")
@@ -127,7 +127,7 @@ func TestLeakyBucketInLimitAll(t *testing.T) {
 func TestLeakyBucketReqID(t *testing.T) {
 	ts := sluicetest.Start(t, sluicetest.Options{})
 	c := sluicetest.DialRaw(t, "tcp", ts.Addr)
-	c.Do(t, "DEBUG", "CLOCK", "FREEZE")
+	sluicetest.FreezeClock(t, ts.Client)
 	first := c.Do(t, "LB.RESERVE", "k", "10", "1", "1", "1", "MS", "REQID", "a")
 	if again := c.Do(t, "LB.RESERVE", "k", "10", "1", "1", "1", "MS", "REQID", "a"); again != first || first != "*4\r\n:1\r\n:0\r\n:0\r\n:100\r\n" {
 		t.Fatalf("a reservation and its retry: %q then %q", first, again)
