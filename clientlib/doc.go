@@ -105,7 +105,11 @@
 // answers 429 with Retry-After when a rule refuses. It reserves then
 // refunds: the cost is charged on arrival and given back after the response
 // when the handler calls MarkFree or the status is in FreeStatuses. No
-// status is free by default.
+// status is free by default. Concurrent rules (ConcurrencyRule) bound the
+// requests in flight per key: a lease is taken once the rate rules admit
+// the request and given back when the handler returns, panics included; a
+// request refused by one gets 429 with Retry-After, and its rate charge is
+// refunded.
 //
 // # Argument reuse
 //

@@ -26,11 +26,29 @@ type Rule struct {
 	Key KeyFunc
 }
 
+// ConcurrencyRule bounds the requests in flight (CONC.ACQUIRE): at most Max
+// at once per key, each holding its lease until the handler returns
+// (panics included) or, if this process dies, until Lease ends.
+type ConcurrencyRule struct {
+	// Name namespaces the server key (Name + ":" + key), as Rule's does.
+	Name  string
+	Max   int
+	Lease time.Duration
+	// Key identifies the client; nil uses MiddlewareOptions.Key.
+	Key KeyFunc
+}
+
 // MiddlewareOptions configures Middleware.
 type MiddlewareOptions struct {
 	// Rules are charged together through All: a request passes only if
 	// every rule that applies to it admits it, and then all are charged.
 	Rules []Rule
+	// Concurrent are in-flight limits, taken after Rules admit the
+	// request and given back when the handler returns. A request refused
+	// by one is answered as a refused rule is (OnLimited, with Retry-After
+	// the time until the key's earliest lease ends), and what Rules
+	// charged for it is refunded.
+	Concurrent []ConcurrencyRule
 	// Key is the default KeyFunc. Default: the client IP, with
 	// X-Forwarded-For believed only from TrustedProxies (see ClientIP).
 	Key KeyFunc
@@ -106,8 +124,13 @@ func newMiddleware(l *Limiter, opts MiddlewareOptions) *middleware {
 	if l == nil {
 		panic("clientlib: Middleware needs a Limiter")
 	}
-	if len(opts.Rules) == 0 {
+	if len(opts.Rules) == 0 && len(opts.Concurrent) == 0 {
 		panic("clientlib: Middleware needs at least one rule")
+	}
+	for _, c := range opts.Concurrent {
+		if c.Name == "" || c.Max < 1 || c.Max > MaxConcurrency || c.Lease <= 0 {
+			panic(fmt.Sprintf("clientlib: concurrency rule %q needs a name, a max of 1 to %d and a positive lease", c.Name, MaxConcurrency))
+		}
 	}
 	m := &middleware{l: l, opts: opts, free: map[int]bool{}}
 	seen := map[string]bool{}
@@ -167,21 +190,43 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		reqs = append(reqs, Request{Key: rule.Name + ":" + k, Limit: rule.Limit, Cost: cost})
 		rules = append(rules, i)
 	}
+	var res AllResult
+	if len(reqs) > 0 {
+		var err error
+		if res, err = m.decide(r.Context(), reqs); err != nil {
+			m.opts.OnError(w, r, err)
+			return
+		}
+		m.setHeaders(w.Header(), rules, res)
+		if !res.Allowed {
+			if ra := res.Results[res.Index].RetryAfter; ra >= 0 {
+				w.Header().Set("Retry-After", strconv.FormatInt(max(ceilSeconds(ra), 1), 10))
+			}
+			m.opts.OnLimited(w, r, res)
+			return
+		}
+	}
+	leases, wait, err := m.acquire(r)
+	// Given back when the handler returns, however it returns.
+	defer func() {
+		for _, ls := range leases {
+			ls.Release()
+		}
+	}()
+	if err != nil || wait >= 0 {
+		if len(reqs) > 0 && cost > 0 {
+			m.refund(r.Context(), reqs, res)
+		}
+		if err != nil {
+			m.opts.OnError(w, r, err)
+			return
+		}
+		w.Header().Set("Retry-After", strconv.FormatInt(max(ceilSeconds(wait), 1), 10))
+		m.opts.OnLimited(w, r, AllResult{Index: -1})
+		return
+	}
 	if len(reqs) == 0 {
 		next.ServeHTTP(w, r)
-		return
-	}
-	res, err := m.decide(r.Context(), reqs)
-	if err != nil {
-		m.opts.OnError(w, r, err)
-		return
-	}
-	m.setHeaders(w.Header(), rules, res)
-	if !res.Allowed {
-		if ra := res.Results[res.Index].RetryAfter; ra >= 0 {
-			w.Header().Set("Retry-After", strconv.FormatInt(max(ceilSeconds(ra), 1), 10))
-		}
-		m.opts.OnLimited(w, r, res)
 		return
 	}
 	st := &requestState{}
@@ -190,6 +235,32 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	if cost > 0 && (st.free || m.free[sw.statusOr200()]) {
 		m.refund(r.Context(), reqs, res)
 	}
+}
+
+// acquire takes a lease of every concurrency rule that applies to r. wait
+// is -1 when all were granted; otherwise one refused, and wait is how long
+// until its key's earliest lease ends. The leases taken are returned
+// either way, for the caller to release.
+func (m *middleware) acquire(r *http.Request) (leases []*Lease, wait time.Duration, err error) {
+	for _, c := range m.opts.Concurrent {
+		keyFn := c.Key
+		if keyFn == nil {
+			keyFn = m.opts.Key
+		}
+		k := keyFn(r)
+		if k == "" {
+			continue
+		}
+		ls, ok, err := m.l.Acquire(r.Context(), c.Name+":"+k, c.Max, c.Lease)
+		if err != nil {
+			return leases, -1, err
+		}
+		if !ok {
+			return leases, max(ls.NextExpiry, 0), nil
+		}
+		leases = append(leases, ls)
+	}
+	return leases, -1, nil
 }
 
 // decide uses AllowN for a single rule, which is cheaper to parse than
