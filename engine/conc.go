@@ -237,6 +237,9 @@ func (j *shardJob) concAcquire(t *shard.Table, c *Command, now int64) Reply {
 	if st.found < 0 && int64(st.live) >= limit {
 		// Full (a lowered max lets nobody in until the holders are under
 		// it); nothing changes, expired leases included.
+		if !j.dryRun {
+			j.e.stats[j.shard].leasesRefused.Add(1)
+		}
 		return concReply(false, nilReply(), st.live, st.first, now)
 	}
 	switch {
@@ -282,6 +285,7 @@ func (j *shardJob) concAcquire(t *shard.Table, c *Command, now int64) Reply {
 	putI(s.b, 1, serial)
 	e = j.concShrink(t, e)
 	t.SetExpireAt(e, last)
+	j.e.stats[j.shard].leasesAcquired.Add(1)
 	// A copy: the command's bytes belong to the connection's buffer.
 	return concReply(true, strReply(string(id)), holders, first, now)
 }

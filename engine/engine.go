@@ -101,7 +101,9 @@ type shardStats struct {
 	limited     atomic.Int64
 	swept       atomic.Int64
 	receiptHits atomic.Int64 // retries answered from a receipt (REQID)
-	_           [32]byte
+	// CONC.ACQUIREs granted (new leases and renewals by ID) and refused.
+	leasesAcquired, leasesRefused atomic.Int64
+	_                             [16]byte
 }
 
 // Stats are engine counters for INFO.
@@ -112,6 +114,9 @@ type Stats struct {
 	// ReceiptHits counts decisions answered from a receipt: retries with
 	// a request id already decided, charged nothing.
 	ReceiptHits int64
+	// LeasesAcquired and LeasesRefused count CONC.ACQUIREs granted (a new
+	// lease, or a held ID's renewal) and refused (the key full).
+	LeasesAcquired, LeasesRefused int64
 }
 
 // New starts an engine and its shard owners.
@@ -196,6 +201,8 @@ func (e *Engine) Stats() Stats {
 		st.Limited += e.stats[i].limited.Load()
 		st.Swept += e.stats[i].swept.Load()
 		st.ReceiptHits += e.stats[i].receiptHits.Load()
+		st.LeasesAcquired += e.stats[i].leasesAcquired.Load()
+		st.LeasesRefused += e.stats[i].leasesRefused.Load()
 	}
 	st.Keys = e.Keys()
 	st.Memory = e.UsedMemory()

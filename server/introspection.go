@@ -224,6 +224,8 @@ func cmdInfo(s *Server, c *client, args [][]byte) {
 		"decisions_allowed:"+strconv.FormatInt(st.Allowed, 10),
 		"decisions_limited:"+strconv.FormatInt(st.Limited, 10),
 		"reqid_retries_answered:"+strconv.FormatInt(st.ReceiptHits, 10),
+		"leases_acquired:"+strconv.FormatInt(st.LeasesAcquired, 10),
+		"leases_refused:"+strconv.FormatInt(st.LeasesRefused, 10),
 		"expired_keys:"+strconv.FormatInt(st.Swept, 10),
 		"keys_swept:"+strconv.FormatInt(st.Swept, 10),
 		"evicted_keys:0",

@@ -23,6 +23,8 @@ type metrics struct {
 	memory      *prometheus.Desc
 	maxMemory   *prometheus.Desc
 	leader      *prometheus.Desc
+	leases      *prometheus.Desc
+	retries     *prometheus.Desc
 }
 
 func newMetrics(s *Server) *metrics {
@@ -37,11 +39,13 @@ func newMetrics(s *Server) *metrics {
 		memory:      prometheus.NewDesc("sluice_used_memory_bytes", "Bytes held by the shard tables (what maxmemory limits).", nil, nil),
 		maxMemory:   prometheus.NewDesc("sluice_maxmemory_bytes", "The memory limit; 0 for none.", nil, nil),
 		leader:      prometheus.NewDesc("sluice_cluster_leader", "1 on the cluster leader, 0 on a follower (cluster mode only).", nil, nil),
+		leases:      prometheus.NewDesc("sluice_leases_total", "CONC.ACQUIREs, by outcome (acquired: a new lease or a held id's renewal; refused: the key full).", []string{"outcome"}, nil),
+		retries:     prometheus.NewDesc("sluice_reqid_retries_answered_total", "Decisions answered from a REQID receipt: retries charged nothing.", nil, nil),
 	}
 }
 
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.decisions, m.commands, m.connections, m.clients, m.keys, m.swept, m.memory, m.maxMemory, m.leader} {
+	for _, d := range []*prometheus.Desc{m.decisions, m.commands, m.connections, m.clients, m.keys, m.swept, m.memory, m.maxMemory, m.leader, m.leases, m.retries} {
 		ch <- d
 	}
 }
@@ -57,6 +61,9 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.swept, prometheus.CounterValue, float64(st.Swept))
 	ch <- prometheus.MustNewConstMetric(m.memory, prometheus.GaugeValue, float64(st.Memory))
 	ch <- prometheus.MustNewConstMetric(m.maxMemory, prometheus.GaugeValue, float64(m.s.backend.MaxMemory()))
+	ch <- prometheus.MustNewConstMetric(m.leases, prometheus.CounterValue, float64(st.LeasesAcquired), "acquired")
+	ch <- prometheus.MustNewConstMetric(m.leases, prometheus.CounterValue, float64(st.LeasesRefused), "refused")
+	ch <- prometheus.MustNewConstMetric(m.retries, prometheus.CounterValue, float64(st.ReceiptHits))
 	if cl, ok := m.s.clustered(); ok {
 		leader := 0.0
 		if cl.ClusterView().Self.Leader {
