@@ -109,7 +109,9 @@
 // requests in flight per key: a lease is taken once the rate rules admit
 // the request and given back when the handler returns, panics included; a
 // request refused by one gets 429 with Retry-After, and its rate charge is
-// refunded.
+// refunded. Shape rules (ShapeRule) make requests wait their turn on a
+// smooth schedule before the handler runs, up to a MaxWait past which they
+// are refused the same way.
 //
 // # Argument reuse
 //

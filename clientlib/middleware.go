@@ -38,6 +38,19 @@ type ConcurrencyRule struct {
 	Key KeyFunc
 }
 
+// ShapeRule makes requests wait their turn on a smooth schedule
+// (LB.RESERVE) instead of being refused: each request reserves a slot and
+// waits for it before the handler runs, unless the wait would pass MaxWait,
+// when it is refused with Retry-After (nothing reserved).
+type ShapeRule struct {
+	// Name namespaces the server key (Name + ":" + key), as Rule's does.
+	Name     string
+	Schedule Schedule
+	MaxWait  time.Duration
+	// Key identifies the client; nil uses MiddlewareOptions.Key.
+	Key KeyFunc
+}
+
 // MiddlewareOptions configures Middleware.
 type MiddlewareOptions struct {
 	// Rules are charged together through All: a request passes only if
@@ -49,6 +62,11 @@ type MiddlewareOptions struct {
 	// the time until the key's earliest lease ends), and what Rules
 	// charged for it is refunded.
 	Concurrent []ConcurrencyRule
+	// Shape are schedules a request waits its turn on, after Rules admit
+	// it and before it takes its Concurrent leases (a request waiting for
+	// its slot holds none). A wait past a rule's MaxWait is refused as a
+	// refused rule is, and what Rules charged is refunded.
+	Shape []ShapeRule
 	// Key is the default KeyFunc. Default: the client IP, with
 	// X-Forwarded-For believed only from TrustedProxies (see ClientIP).
 	Key KeyFunc
@@ -124,8 +142,13 @@ func newMiddleware(l *Limiter, opts MiddlewareOptions) *middleware {
 	if l == nil {
 		panic("clientlib: Middleware needs a Limiter")
 	}
-	if len(opts.Rules) == 0 && len(opts.Concurrent) == 0 {
+	if len(opts.Rules) == 0 && len(opts.Concurrent) == 0 && len(opts.Shape) == 0 {
 		panic("clientlib: Middleware needs at least one rule")
+	}
+	for _, sh := range opts.Shape {
+		if sh.Name == "" || sh.Schedule.validate() != nil || sh.MaxWait < 0 {
+			panic(fmt.Sprintf("clientlib: shape rule %q needs a name, a valid schedule and a MaxWait of 0 or more", sh.Name))
+		}
 	}
 	for _, c := range opts.Concurrent {
 		if c.Name == "" || c.Max < 1 || c.Max > MaxConcurrency || c.Lease <= 0 {
@@ -206,14 +229,10 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			return
 		}
 	}
-	leases, wait, err := m.acquire(r)
-	// Given back when the handler returns, however it returns.
-	defer func() {
-		for _, ls := range leases {
-			ls.Release()
-		}
-	}()
-	if err != nil || wait >= 0 {
+	// refused answers a request that Rules admitted but a shape or
+	// concurrency rule did not (err: could not ask), refunding what Rules
+	// charged it.
+	refused := func(wait time.Duration, err error) {
 		if len(reqs) > 0 && cost > 0 {
 			m.refund(r.Context(), reqs, res)
 		}
@@ -223,6 +242,20 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		}
 		w.Header().Set("Retry-After", strconv.FormatInt(max(ceilSeconds(wait), 1), 10))
 		m.opts.OnLimited(w, r, AllResult{Index: -1})
+	}
+	if wait, err := m.shape(r); err != nil || wait >= 0 {
+		refused(wait, err)
+		return
+	}
+	leases, wait, err := m.acquire(r)
+	// Given back when the handler returns, however it returns.
+	defer func() {
+		for _, ls := range leases {
+			ls.Release()
+		}
+	}()
+	if err != nil || wait >= 0 {
+		refused(wait, err)
 		return
 	}
 	if len(reqs) == 0 {
@@ -235,6 +268,43 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	if cost > 0 && (st.free || m.free[sw.statusOr200()]) {
 		m.refund(r.Context(), reqs, res)
 	}
+}
+
+// shape waits for r's slot on every shape rule that applies. wait is -1
+// when every slot has come; otherwise a rule's wait would have passed its
+// MaxWait (nothing reserved on it), and wait is what it would have been.
+// A request whose context ends while waiting gives its slot back.
+func (m *middleware) shape(r *http.Request) (wait time.Duration, err error) {
+	for _, sh := range m.opts.Shape {
+		keyFn := sh.Key
+		if keyFn == nil {
+			keyFn = m.opts.Key
+		}
+		k := keyFn(r)
+		if k == "" {
+			continue
+		}
+		key := sh.Name + ":" + k
+		res, err := m.l.Reserve(r.Context(), key, sh.Schedule, 1, sh.MaxWait)
+		if err != nil {
+			return -1, err
+		}
+		if !res.Admitted {
+			return res.Wait, nil
+		}
+		if res.Wait <= 0 {
+			continue
+		}
+		timer := time.NewTimer(res.Wait)
+		select {
+		case <-timer.C:
+		case <-r.Context().Done():
+			timer.Stop()
+			_ = m.l.Cancel(context.WithoutCancel(r.Context()), key, 1)
+			return -1, r.Context().Err()
+		}
+	}
+	return -1, nil
 }
 
 // acquire takes a lease of every concurrency rule that applies to r. wait

@@ -62,3 +62,36 @@ func TestMiddlewareConcurrencyRule(t *testing.T) {
 		t.Fatalf("a lease left after a panic: %+v %v", info, err)
 	}
 }
+
+// A shape rule in the middleware: requests wait their turn on the schedule
+// (10 per second, burst 1: 100 ms apart) and run; one whose wait would pass
+// MaxWait is refused with Retry-After, and nothing is reserved for it.
+func TestMiddlewareShapeRule(t *testing.T) {
+	s := sluicetest.Start(t, sluicetest.Options{})
+	l := newLimiter(newClient(t, s.Addr))
+	h := clientlib.Middleware(l, clientlib.MiddlewareOptions{
+		Shape: []clientlib.ShapeRule{{Name: "out", Schedule: clientlib.Schedule{Rate: 10, Period: time.Second, Burst: 1}, MaxWait: 250 * time.Millisecond}},
+	})(app)
+	start := time.Now()
+	for i := range 3 {
+		if w := get(h, "/", ""); w.Code != 200 {
+			t.Fatalf("request %d: %d", i, w.Code)
+		}
+	}
+	// Three slots 100 ms apart: the third ran 200 ms after the first.
+	if took := time.Since(start); took < 190*time.Millisecond {
+		t.Fatalf("three shaped requests took %v, want at least 200 ms", took)
+	}
+	// Fill the schedule 300 ms ahead: the next wait would pass 250 ms.
+	if _, err := l.Reserve(t.Context(), "out:192.0.2.1", clientlib.Schedule{Rate: 10, Period: time.Second, Burst: 1}, 3, -1); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := l.Reserve(t.Context(), "out:192.0.2.1", clientlib.Schedule{Rate: 10, Period: time.Second, Burst: 1}, 0, -1)
+	w := get(h, "/", "")
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") == "" {
+		t.Fatalf("a wait past MaxWait: %d, Retry-After %q", w.Code, w.Header().Get("Retry-After"))
+	}
+	if after, _ := l.Reserve(t.Context(), "out:192.0.2.1", clientlib.Schedule{Rate: 10, Period: time.Second, Burst: 1}, 0, -1); after.Ahead != before.Ahead || after.ResetAfter > before.ResetAfter {
+		t.Fatalf("the refused request reserved a slot: %+v, before %+v", after, before)
+	}
+}
