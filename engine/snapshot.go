@@ -87,7 +87,18 @@ func (s *ShardSnapshot) Each(fn func(SnapshotRecord) error) error {
 // Cluster mode passes the last applied time, not the local clock: entries
 // already proposed but not yet applied must still find the keys that are
 // live at their own now.
-func (e *Engine) Snapshot(now int64) []ShardSnapshot {
+//
+// The copies are the previous snapshot's memory again, so a snapshot must
+// be done with (its writer finished) before the next is taken: one writer
+// at a time. A caller that may overlap the writer (a test comparing states
+// while Raft snapshots in the background) takes SnapshotUnshared.
+func (e *Engine) Snapshot(now int64) []ShardSnapshot { return e.snapshot(now, true) }
+
+// SnapshotUnshared is Snapshot into fresh memory, never reused: it may
+// overlap any other snapshot, at the cost of page faults on the copy.
+func (e *Engine) SnapshotUnshared(now int64) []ShardSnapshot { return e.snapshot(now, false) }
+
+func (e *Engine) snapshot(now int64, reuse bool) []ShardSnapshot {
 	e.bigOps.Lock()
 	defer e.bigOps.Unlock()
 	out := make([]ShardSnapshot, len(e.shards))
@@ -97,10 +108,15 @@ func (e *Engine) Snapshot(now int64) []ShardSnapshot {
 	for i, s := range e.shards {
 		// The previous snapshot's copies are reused: their memory is
 		// already mapped, so each owner pauses for a memmove only.
-		task := &snapshotTask{e: e, clone: e.clones[i], done: make(chan struct{})}
+		task := &snapshotTask{e: e, done: make(chan struct{})}
+		if reuse {
+			task.clone = e.clones[i]
+		}
 		s.Submit(task)
 		<-task.done
-		e.clones[i] = task.clone
+		if reuse {
+			e.clones[i] = task.clone
+		}
 		count := task.clone.Len()
 		if side := task.clone.Side(false); side != nil {
 			count += side.Len()

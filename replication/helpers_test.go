@@ -243,7 +243,8 @@ func dump(eng *engine.Engine) map[string]string { return dumpAt(eng, time.Now().
 // dumpAt renders the state live at now.
 func dumpAt(eng *engine.Engine, now int64) map[string]string {
 	out := map[string]string{}
-	for _, s := range eng.Snapshot(now) {
+	// Unshared: Raft may be writing a snapshot of the same engine.
+	for _, s := range eng.SnapshotUnshared(now) {
 		_ = s.Each(func(r engine.SnapshotRecord) error {
 			out[string(r.Key)] = fmt.Sprintf("%d/%d/%s", r.Kind, r.ExpireAt, hex.EncodeToString(r.Payload))
 			return nil
