@@ -92,19 +92,9 @@ func (l *Limiter) Acquire(ctx context.Context, key string, max int, lease time.D
 	var secs decimalArg
 	secs.set(lease)
 	args := []interface{}{"CONC.ACQUIRE", key, max, &secs, "ID", &id}
-	send := func() (*redis.SliceCmd, error) {
-		cmd := redis.NewSliceCmd(ctx, args...)
-		cmd.SetFirstKeyPos(1)
-		return cmd, l.process(ctx, cmd, nil)
-	}
-	healthy := !l.degraded.Load()
-	cmd, err := send()
-	if healthy && worthRetrying(ctx, err) {
-		// The same id: if the first attempt was applied, this one renews
-		// its lease instead of taking a second slot.
-		l.refreshRoutes(ctx)
-		cmd, err = send()
-	}
+	// The same id on a retry: if the first attempt was applied, the
+	// second renews its lease instead of taking a second slot.
+	cmd, err := l.sendWithRetry(ctx, 1, args)
 	switch {
 	case err == nil:
 		l.observe(true, sent, nil)

@@ -483,19 +483,8 @@ func (l *Limiter) All(ctx context.Context, reqs ...Request) (AllResult, error) {
 	var id reqIDArg
 	l.idFor(ctx, &id)
 	args = append(args, "REQID", &id)
-	send := func() (*redis.SliceCmd, error) {
-		cmd := redis.NewSliceCmd(ctx, args...)
-		// The first limit's key, so a cluster client routes by it.
-		cmd.SetFirstKeyPos(3)
-		return cmd, l.process(ctx, cmd, nil)
-	}
-	healthy := !l.degraded.Load()
-	cmd, err := send()
-	if healthy && worthRetrying(ctx, err) {
-		// The same id: the server charges both attempts once.
-		l.refreshRoutes(ctx)
-		cmd, err = send()
-	}
+	// Routed by the first limit's key; the server charges a retry once.
+	cmd, err := l.sendWithRetry(ctx, 3, args)
 	v := cmd.Val()
 	switch {
 	case err == nil:

@@ -202,11 +202,7 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		rules = make([]int, 0, len(m.opts.Rules))
 	)
 	for i, rule := range m.opts.Rules {
-		keyFn := rule.Key
-		if keyFn == nil {
-			keyFn = m.opts.Key
-		}
-		k := keyFn(r)
+		k := m.keyOf(rule.Key, r)
 		if k == "" {
 			continue
 		}
@@ -276,11 +272,7 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 // A request whose context ends while waiting gives its slot back.
 func (m *middleware) shape(r *http.Request) (wait time.Duration, err error) {
 	for _, sh := range m.opts.Shape {
-		keyFn := sh.Key
-		if keyFn == nil {
-			keyFn = m.opts.Key
-		}
-		k := keyFn(r)
+		k := m.keyOf(sh.Key, r)
 		if k == "" {
 			continue
 		}
@@ -307,17 +299,22 @@ func (m *middleware) shape(r *http.Request) (wait time.Duration, err error) {
 	return -1, nil
 }
 
+// keyOf is whom r counts against under a rule whose KeyFunc is fn (nil:
+// the middleware's default).
+func (m *middleware) keyOf(fn KeyFunc, r *http.Request) string {
+	if fn == nil {
+		fn = m.opts.Key
+	}
+	return fn(r)
+}
+
 // acquire takes a lease of every concurrency rule that applies to r. wait
 // is -1 when all were granted; otherwise one refused, and wait is how long
 // until its key's earliest lease ends. The leases taken are returned
 // either way, for the caller to release.
 func (m *middleware) acquire(r *http.Request) (leases []*Lease, wait time.Duration, err error) {
 	for _, c := range m.opts.Concurrent {
-		keyFn := c.Key
-		if keyFn == nil {
-			keyFn = m.opts.Key
-		}
-		k := keyFn(r)
+		k := m.keyOf(c.Key, r)
 		if k == "" {
 			continue
 		}

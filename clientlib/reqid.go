@@ -135,3 +135,22 @@ func (l *Limiter) refreshRoutes(ctx context.Context) {
 		cc.ReloadState(ctx)
 	}
 }
+
+// sendWithRetry sends a command that carries a request id, and once more
+// with the same id when the first answer was lost while the server was
+// answering (worthRetrying): the server applies the two attempts once.
+// firstKey is the position of the key a cluster client routes by.
+func (l *Limiter) sendWithRetry(ctx context.Context, firstKey int8, args []interface{}) (*redis.SliceCmd, error) {
+	send := func() (*redis.SliceCmd, error) {
+		cmd := redis.NewSliceCmd(ctx, args...)
+		cmd.SetFirstKeyPos(firstKey)
+		return cmd, l.process(ctx, cmd, nil)
+	}
+	healthy := !l.degraded.Load()
+	cmd, err := send()
+	if healthy && worthRetrying(ctx, err) {
+		l.refreshRoutes(ctx)
+		cmd, err = send()
+	}
+	return cmd, err
+}
