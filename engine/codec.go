@@ -147,7 +147,7 @@ func (c *Command) validShape(depth int, parent Op) error {
 		return bad("outside EXEC")
 	case c.Op == OpExec && depth > 0:
 		return bad("nested")
-	case len(c.ReqID) > 0 && !spec.Decision && c.Op != OpReceipt, c.Op == OpReceipt && len(c.ReqID) == 0:
+	case len(c.ReqID) > 0 && !spec.takesReqID() && c.Op != OpReceipt, c.Op == OpReceipt && len(c.ReqID) == 0:
 		return bad("with a request id it does not take")
 	case len(c.ReqID) > 0 && parent == OpLimitAll:
 		return bad("with a request id under LIMIT.ALL")

@@ -35,8 +35,9 @@ var ErrConcRefund = errors.New("LIMIT.REFUND does not apply to a concurrency key
 
 func concOps() map[Op]OpSpec {
 	return map[Op]OpSpec{
-		// Decision: false until LIMIT.ALL takes concurrency limits.
-		OpConcAcquire: {Name: "conc.acquire", Writes: true, Creates: true, Keys: KeysOne, changed: acquired, apply: (*shardJob).concAcquire},
+		// A decision (it may appear in LIMIT.ALL) without a cost: it is
+		// counted by its own counters, never as allowed or limited.
+		OpConcAcquire: {Name: "conc.acquire", Writes: true, Decision: true, Creates: true, Keys: KeysOne, changed: acquired, apply: (*shardJob).concAcquire},
 		OpConcRelease: {Name: "conc.release", Writes: true, Keys: KeysOne, changed: positive, apply: (*shardJob).concRelease},
 		OpConcRenew:   {Name: "conc.renew", Writes: true, Keys: KeysOne, changed: positive, apply: (*shardJob).concRenew},
 	}
@@ -196,7 +197,8 @@ func concNewID(s concLeases, serial, now int64, check bool) ([]byte, int64) {
 	}
 }
 
-// concReply is ACQUIRE's [acquired, lease_id, holders, next_expiry_ms].
+// concReply is ACQUIRE's [acquired, lease_id, holders, next_expiry_ms]. A
+// refusal also sets Dec.Limited, which is how LIMIT.ALL sees a trip.
 func concReply(ok bool, id Reply, holders int, first, now int64) Reply {
 	acquired, next := int64(0), int64(0)
 	if ok {
@@ -205,7 +207,9 @@ func concReply(ok bool, id Reply, holders int, first, now int64) Reply {
 	if holders > 0 {
 		next = MillisRoundedUp(first - now)
 	}
-	return Reply{Kind: ReplyArray, Items: []Reply{intReply(acquired), id, intReply(int64(holders)), intReply(next)}}
+	r := Reply{Kind: ReplyArray, Items: []Reply{intReply(acquired), id, intReply(int64(holders)), intReply(next)}}
+	r.Dec.Limited = !ok
+	return r
 }
 
 func (j *shardJob) concAcquire(t *shard.Table, c *Command, now int64) Reply {
@@ -241,6 +245,9 @@ func (j *shardJob) concAcquire(t *shard.Table, c *Command, now int64) Reply {
 			j.e.stats[j.shard].leasesRefused.Add(1)
 		}
 		return concReply(false, nilReply(), st.live, st.first, now)
+	}
+	if j.dryRun {
+		return j.concWouldAcquire(s, c, e, ok, st, id, now)
 	}
 	switch {
 	case e.Payload == nil:
@@ -287,6 +294,37 @@ func (j *shardJob) concAcquire(t *shard.Table, c *Command, now int64) Reply {
 	t.SetExpireAt(e, last)
 	j.e.stats[j.shard].leasesAcquired.Add(1)
 	// A copy: the command's bytes belong to the connection's buffer.
+	return concReply(true, strReply(string(id)), holders, first, now)
+}
+
+// concWouldAcquire is LIMIT.ALL's dry run of an acquisition that is not
+// refused: the reply it would give, and the error the commit would meet
+// (which must then not happen: a commit that fails applies the limits in
+// part), with nothing written.
+func (j *shardJob) concWouldAcquire(s concLeases, c *Command, e shard.Entry, ok bool, st concState, id []byte, now int64) Reply {
+	expiry := now + c.N[1]
+	if err := j.dryRunCreate(e.Payload == nil); err != nil {
+		return errReply(err)
+	}
+	if ok && st.found < 0 && st.live+1 > s.capacity() {
+		grown := min(max(2*s.capacity(), 1), int(c.N[0]))
+		if !shard.Fits(len(c.Key), concHeader+concSlot*grown) {
+			return errReply(shard.ErrTooLarge)
+		}
+	}
+	holders, first := st.live, expiry
+	if ok {
+		// The earliest end among the leases that stay as they are.
+		body := s.slots()
+		for i, off := 0, 0; off < len(body); i, off = i+1, off+concSlot {
+			if exp := slotExpiry(body[off:]); exp > now && i != st.found {
+				first = min(first, exp)
+			}
+		}
+	}
+	if st.found < 0 {
+		holders++
+	}
 	return concReply(true, strReply(string(id)), holders, first, now)
 }
 

@@ -521,3 +521,99 @@ func BenchmarkConcAcquireRelease(b *testing.B) {
 		})
 	}
 }
+
+// LIMIT.ALL takes a rate slot and a concurrency slot together or neither:
+// a full concurrency key refuses the rate limit's charge, a refused rate
+// limit takes no lease, and the dry run's reply is what the commit gives.
+func TestConcInLimitAll(t *testing.T) {
+	e := newConcEngine(t)
+	now := int64(1e12)
+	all := func(concID string) Command {
+		return Command{Op: OpLimitAll, Sub: []Command{throttle("rate", "", 1), concAcquireCmd("conc", 2, 5e9, concID)}}
+	}
+	outcome := func(r Reply) (limited, trip int64, lease concAns) {
+		t.Helper()
+		if r.Kind != ReplyArray || len(r.Items) != 3 || len(r.Items[2].Items) != 2 {
+			t.Fatalf("LIMIT.ALL replied %+v", r)
+		}
+		return r.Items[0].Int, r.Items[1].Int, concAnswer(t, r.Items[2].Items[1])
+	}
+	// Both fit: the lease is taken, with the id the server made.
+	limited, trip, got := outcome(exec1(e, now, all("")))
+	if limited != 0 || trip != -1 || !got.ok || got.holders != 1 || got.nextMS != 5000 {
+		t.Fatalf("first LIMIT.ALL: limited %d trip %d lease %+v", limited, trip, got)
+	}
+	if got.id != "1000000000000-1" {
+		t.Fatalf("made lease id %q", got.id)
+	}
+	if info := concInfoAt(t, e, now, "conc"); info["holders"] != 1 {
+		t.Fatalf("after an admitted LIMIT.ALL: %v", info)
+	}
+	// The second holder, with its own id.
+	if limited, _, got = outcome(exec1(e, now+1e9, all("b"))); limited != 0 || got.id != "b" || got.holders != 2 || got.nextMS != 4000 {
+		t.Fatalf("second LIMIT.ALL: limited %d lease %+v", limited, got)
+	}
+	// Full: the concurrency limit trips and the rate limit is not charged.
+	before := remaining(t, e, now+1e9, "rate")
+	if limited, trip, got = outcome(exec1(e, now+1e9, all("c"))); limited != 1 || trip != 1 || got.ok || got.holders != 2 {
+		t.Fatalf("LIMIT.ALL on a full key: limited %d trip %d lease %+v", limited, trip, got)
+	}
+	if after := remaining(t, e, now+1e9, "rate"); after != before {
+		t.Fatalf("a LIMIT.ALL refused by its concurrency limit charged the rate limit: remaining %d -> %d", before, after)
+	}
+	// The rate limit trips (burst 2 spent): no lease is taken, though the
+	// concurrency limit's reply says what it would have been.
+	intAt(t, e, now+1e9, concReleaseCmd("conc", "b"))
+	exec1(e, now+1e9, throttle("rate", "", remaining(t, e, now+1e9, "rate")))
+	limited, trip, got = outcome(exec1(e, now+1e9, all("d")))
+	if limited != 1 || trip != 0 || !got.ok || got.id != "d" || got.holders != 2 {
+		t.Fatalf("LIMIT.ALL refused by its rate limit: limited %d trip %d lease %+v", limited, trip, got)
+	}
+	if info := concInfoAt(t, e, now+1e9, "conc"); info["holders"] != 1 {
+		t.Fatalf("a refused LIMIT.ALL took a lease: %v", info)
+	}
+	if intAt(t, e, now+1e9, concReleaseCmd("conc", "d")) != 0 {
+		t.Fatal("a refused LIMIT.ALL's lease id can be released")
+	}
+	// Renewing through LIMIT.ALL: the id already holding a lease moves
+	// its end, taking no second slot.
+	first := "1000000000000-1"
+	if limited, _, got = outcome(exec1(e, now+30e9, all(first))); limited != 0 || !got.ok || got.holders != 1 {
+		t.Fatalf("an expired holder's id again: limited %d lease %+v", limited, got)
+	}
+	// Wrong type: the error is LIMIT.ALL's reply, nothing charged.
+	exec1(e, now+30e9, Command{Op: OpSet, Key: []byte("str"), Value: []byte("v")})
+	before = remaining(t, e, now+30e9, "rate")
+	r := exec1(e, now+30e9, Command{Op: OpLimitAll, Sub: []Command{throttle("rate", "", 1), concAcquireCmd("str", 2, 5e9, "")}})
+	if r.Kind != ReplyError || !errors.Is(r.Err, ErrWrongType) {
+		t.Fatalf("LIMIT.ALL over a string key: %+v", r)
+	}
+	if after := remaining(t, e, now+30e9, "rate"); after != before {
+		t.Fatalf("a LIMIT.ALL that failed charged: %d -> %d", before, after)
+	}
+}
+
+// A LIMIT.ALL with a request id keeps its reply, lease id and all, so a
+// retry gets the same lease rather than another slot.
+func TestConcInLimitAllWithReqID(t *testing.T) {
+	e := newConcEngine(t)
+	now := int64(1e12)
+	c := Command{Op: OpLimitAll, Sub: []Command{throttle("rate", "", 1), concAcquireCmd("conc", 1, 5e9, "")}, ReqID: []byte("req-1"), ReqTTL: 10e9}
+	first := exec1(e, now, c)
+	again := exec1(e, now+1e9, c)
+	if shape(first) != shape(again) || concAnswer(t, again.Items[2].Items[1]).id != concAnswer(t, first.Items[2].Items[1]).id {
+		t.Fatalf("retry: %+v, want %+v", again, first)
+	}
+	if info := concInfoAt(t, e, now+1e9, "conc"); info["holders"] != 1 {
+		t.Fatalf("after a LIMIT.ALL and its retry: %v", info)
+	}
+	// A refusal is remembered too: a nil lease id in the receipt.
+	c.ReqID = []byte("req-2")
+	refused := exec1(e, now+1e9, c)
+	if refused.Items[0].Int != 1 || refused.Items[2].Items[1].Items[1].Kind != ReplyNil {
+		t.Fatalf("LIMIT.ALL on a full key: %+v", refused)
+	}
+	if got := exec1(e, now+2e9, c); shape(got) != shape(refused) || got.Items[2].Items[1].Items[1].Kind != ReplyNil {
+		t.Fatalf("retry of the refusal: %+v", got)
+	}
+}

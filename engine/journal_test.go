@@ -109,11 +109,19 @@ func workload(e *Engine, clk *clock.Clock, seed uint64, steps int, mid func()) {
 						c.Sub = append(c.Sub[:0],
 							Command{Op: OpThrottle, Key: []byte(fmt.Sprintf("a%d", rng.IntN(5))), N: [4]int64{4, 10, 1e9, 1}},
 							Command{Op: OpFWCheck, Key: []byte(fmt.Sprintf("b%d", rng.IntN(5))), N: [4]int64{5, 2e8, 1}})
+						if rng.IntN(2) == 0 {
+							// A concurrency slot taken with the rate slots, or not at all.
+							conc := concAcquireCmd(fmt.Sprintf("m%d", rng.IntN(3)), 2, int64(1+rng.IntN(300))*1e6, "")
+							if rng.IntN(2) == 0 {
+								conc.Value = []byte(fmt.Sprintf("l%d", rng.IntN(4)))
+							}
+							c.Sub = append(c.Sub, conc)
+						}
 						withReqID(rng, c)
 						continue
 					}
 					c.Key = key
-					if c.Op.spec().Decision {
+					if spec := c.Op.spec(); spec.takesReqID() {
 						withReqID(rng, c)
 					}
 				}

@@ -98,7 +98,12 @@ func (x *heldRun) limitAll(c *Command) Reply {
 		if replies[firstTrip].Kind == ReplyError {
 			return replies[firstTrip]
 		}
-		jobs[e.shardOf(c.Sub[firstTrip].hash)].limited++
+		j := jobs[e.shardOf(c.Sub[firstTrip].hash)]
+		j.limited++
+		if c.Sub[firstTrip].Op == OpConcAcquire {
+			// Refused in the dry run, which counts nothing.
+			e.stats[j.shard].leasesRefused.Add(1)
+		}
 		r := Reply{Kind: ReplyArray, Items: []Reply{intReply(1), intReply(int64(firstTrip)), {Kind: ReplyArray, Items: replies}}}
 		x.keepReceipt(c, &r)
 		return r

@@ -68,10 +68,12 @@ type OpSpec struct {
 	// Writes: the op may change state. Only a cluster leader runs it; it is
 	// journaled and replicated; it is refused while the journal is failing.
 	Writes bool
-	// Decision: a rate-limit decision, counted as allowed or limited.
+	// Decision: a rate-limit decision, one that LIMIT.ALL takes; counted
+	// as allowed or limited when it has a cost (CONC.ACQUIRE has none, and
+	// counters of its own).
 	Decision bool
-	// costAt is 1 + the index in N of a decision's cost (0: not a
-	// decision): a decision of cost 0 is a peek, which reads.
+	// costAt is 1 + the index in N of a decision's cost (0: no cost): a
+	// decision of cost 0 is a peek, which reads.
 	costAt int8
 	// Creates: the op may create state, which maxmemory refuses.
 	Creates bool
@@ -195,6 +197,10 @@ func (c *Command) Writes() bool {
 	s := c.Op.spec()
 	return s.Writes && (s.costAt == 0 || c.N[s.costAt-1] != 0)
 }
+
+// takesReqID reports whether the op takes a request id: the decisions with
+// a cost, and LIMIT.ALL.
+func (s *OpSpec) takesReqID() bool { return s.Decision && (s.costAt > 0 || s.Keys == KeysLimits) }
 
 // heldShards reports whether the command runs on held shards: several keys
 // that may live on several shards.

@@ -166,7 +166,13 @@ const (
 	receiptDecision = 'd' // flags (1 limited, 2 MS, 4 a reservation), limit, remaining, retry_after, reset_after
 	receiptInt      = 'i' // varint
 	receiptArray    = 'a' // uvarint count, then the items
+	receiptBulk     = 's' // uvarint length, then the bytes (a lease id)
+	receiptNil      = 'n'
 )
+
+// maxReceiptDepth is how deep receipts nest arrays: LIMIT.ALL's reply, its
+// list of replies, and a CONC.ACQUIRE's reply in that list.
+const maxReceiptDepth = 2
 
 var errBadReceipt = errors.New("malformed receipt")
 
@@ -190,6 +196,11 @@ func appendReceipt(b []byte, r *Reply) []byte {
 		return binary.AppendVarint(b, r.Dec.ResetAfter)
 	case ReplyInt:
 		return binary.AppendVarint(append(b, receiptInt), r.Int)
+	case ReplyBulk:
+		b = binary.AppendUvarint(append(b, receiptBulk), uint64(len(r.Str)+len(r.Bulk)))
+		return append(append(b, r.Str...), r.Bulk...)
+	case ReplyNil:
+		return append(b, receiptNil)
 	case ReplyArray:
 		b = binary.AppendUvarint(append(b, receiptArray), uint64(len(r.Items)))
 		for i := range r.Items {
@@ -217,9 +228,17 @@ func decodeReceiptAt(b []byte, depth int) (Reply, []byte, error) {
 		}
 	case receiptInt:
 		out = intReply(r.varint())
+	case receiptBulk:
+		n := r.uvarint()
+		if r.err != nil || n > uint64(len(r.b)) {
+			return Reply{}, nil, errBadReceipt
+		}
+		out, r.b = strReply(string(r.b[:n])), r.b[n:]
+	case receiptNil:
+		out = nilReply()
 	case receiptArray:
 		n := r.uvarint()
-		if r.err != nil || n > uint64(len(r.b)) || depth > 1 {
+		if r.err != nil || n > uint64(len(r.b)) || depth > maxReceiptDepth {
 			return Reply{}, nil, errBadReceipt
 		}
 		out = Reply{Kind: ReplyArray, Items: make([]Reply, n)}

@@ -156,7 +156,10 @@ func TestReqIDOnLimitAll(t *testing.T) {
 
 // shape renders a reply's content (not its bookkeeping) for comparison.
 func shape(r Reply) string {
-	s := fmt.Sprint(r.Kind, r.Int, r.Dec, r.MS)
+	s := fmt.Sprint(r.Kind, r.Int, r.Str+string(r.Bulk))
+	if r.Kind == ReplyDecision || r.Kind == ReplyReservation {
+		s += fmt.Sprint(r.Dec, r.MS)
+	}
 	for _, it := range r.Items {
 		s += " [" + shape(it) + "]"
 	}

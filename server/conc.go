@@ -9,10 +9,10 @@ import (
 // The concurrency family's commands: CONC.ACQUIRE, CONC.RELEASE, CONC.RENEW.
 func concCommands() []*command {
 	return []*command{
-		{name: "conc.acquire", cats: catLimiter, keyPerm: permAll, arity: -4, flags: flagWrite | flagDenyOOM, firstKey: 1, lastKey: 1, step: 1, group: groupLimit, since: "0.1.0",
+		{name: "conc.acquire", cats: catLimiter, keyPerm: permAll, arity: -4, flags: flagWrite | flagDenyOOM | flagDecision, firstKey: 1, lastKey: 1, step: 1, group: groupLimit, since: "0.1.0",
 			summary: "Take one of max concurrent leases for lease_seconds (or renew the lease ID already holds); nil lease id when all are held.",
 			args:    []argSpec{key("key"), integer("max"), seconds("lease_seconds"), opt(str("ID id"))},
-			op:      engine.OpConcAcquire, parse: parseConcAcquire},
+			op:      engine.OpConcAcquire, limitArgs: 4, parse: parseConcAcquire},
 		{name: "conc.release", cats: catLimiter, keyPerm: permAll, arity: 3, flags: flagWrite, firstKey: 1, lastKey: 1, step: 1, group: groupLimit, since: "0.1.0",
 			summary: "Give a lease back: 1 when a live lease had the id, else 0.",
 			args:    []argSpec{key("key"), str("id")}, op: engine.OpConcRelease, parse: parseConcRelease},

@@ -180,3 +180,59 @@ func TestConcCommandInfo(t *testing.T) {
 		}
 	}
 }
+
+// CONC.ACQUIRE inside LIMIT.ALL: a request takes a rate slot and a
+// concurrency slot all or nothing, over the wire; the options a limit does
+// not take are refused, changing nothing.
+func TestConcInLimitAll(t *testing.T) {
+	ts := sluicetest.Start(t, sluicetest.Options{})
+	c := sluicetest.DialRaw(t, "tcp", ts.Addr)
+	now := sluicetest.FreezeClock(t, ts.Client)
+	all := func(id string) string {
+		return c.Do(t, "LIMIT.ALL", "2", "CL.THROTTLE", "user", "4", "10", "1", "1",
+			"CONC.ACQUIRE", "exports", "1", "30", "ID", id)
+	}
+	if got := all("job-1"); got != "*3\r\n:0\r\n:-1\r\n*2\r\n*5\r\n:0\r\n:5\r\n:4\r\n:-1\r\n:1\r\n*4\r\n:1\r\n$5\r\njob-1\r\n:1\r\n:30000\r\n" {
+		t.Fatalf("first: %q", got)
+	}
+	// Full: the concurrency limit trips (index 1) and the GCRA key is not
+	// charged.
+	if got := all("job-2"); got != "*3\r\n:1\r\n:1\r\n*2\r\n*5\r\n:0\r\n:5\r\n:3\r\n:-1\r\n:1\r\n*4\r\n:0\r\n$-1\r\n:1\r\n:30000\r\n" {
+		t.Fatalf("a full concurrency key: %q", got)
+	}
+	if got := c.Do(t, "CL.THROTTLE", "user", "4", "10", "1", "0"); got != "*5\r\n:0\r\n:5\r\n:4\r\n:-1\r\n:1\r\n" {
+		t.Fatalf("the refused LIMIT.ALL charged the GCRA key: %q", got)
+	}
+	// The lease given back (the key goes with its last lease), a
+	// server-made id.
+	if got := c.Do(t, "CONC.RELEASE", "exports", "job-1"); got != ":1\r\n" {
+		t.Fatalf("release: %q", got)
+	}
+	gen := fmt.Sprintf("%d-1", now*1e6)
+	want := fmt.Sprintf("*3\r\n:0\r\n:-1\r\n*2\r\n*5\r\n:0\r\n:5\r\n:3\r\n:-1\r\n:1\r\n*4\r\n:1\r\n$%d\r\n%s\r\n:1\r\n:30000\r\n", len(gen), gen)
+	if got := c.Do(t, "LIMIT.ALL", "2", "CL.THROTTLE", "user", "4", "10", "1", "1", "CONC.ACQUIRE", "exports", "1", "30"); got != want {
+		t.Fatalf("without an id: %q, want %q", got, want)
+	}
+	if got := c.Do(t, "INFO", "stats"); !strings.Contains(got, "leases_acquired:2\r\n") || !strings.Contains(got, "leases_refused:1\r\n") {
+		t.Fatalf("INFO stats counts the leases LIMIT.ALL took and was refused: %q", got)
+	}
+	for _, bad := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"CONC.ACQUIRE", "exports", "1", "30", "MS"}, "-ERR syntax error\r\n"},
+		{[]string{"CONC.ACQUIRE", "exports", "1", "30", "ID", "a", "ID", "b"}, "-ERR syntax error\r\n"},
+		{[]string{"CONC.ACQUIRE", "exports", "0", "30"}, "-ERR invalid max '0': must be positive\r\n"},
+		{[]string{"CONC.ACQUIRE", "exports", "1", "-1"}, "-ERR invalid lease_seconds '-1': must not be negative\r\n"},
+		{[]string{"CONC.ACQUIRE", "exports", "1"}, "-ERR invalid conc.acquire 'CONC.ACQUIRE': is missing arguments\r\n"},
+		{[]string{"CONC.ACQUIRE", "user", "1", "30"}, "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"},
+	} {
+		args := append([]string{"LIMIT.ALL", "2", "FW.CHECK", "fw", "5", "60", "1"}, bad.args...)
+		if got := c.Do(t, args...); got != bad.want {
+			t.Errorf("%q: %q, want %q", args, got, bad.want)
+		}
+	}
+	if got := c.Do(t, "EXISTS", "fw"); got != ":0\r\n" {
+		t.Fatalf("a refused LIMIT.ALL created its fixed window: %q", got)
+	}
+}

@@ -152,14 +152,17 @@ func parseLimitAll(c *engine.Command, args [][]byte) error {
 
 // limitTake is how many of rest (a limit inside LIMIT.ALL, its name first)
 // the limit takes: its full form, then the options it knows (MS for
-// every decision, MAXWAIT ms for LB.RESERVE), in any order.
+// every decision, MAXWAIT ms for LB.RESERVE, ID id for CONC.ACQUIRE), in
+// any order. The limit's own parser then refuses what it does not take
+// (MS on CONC.ACQUIRE, ID twice).
 func limitTake(row *command, rest [][]byte) int {
 	take := min(row.limitArgs, len(rest))
 	for take < len(rest) {
 		switch {
 		case isWord(rest[take], "ms"):
 			take++
-		case row.op == engine.OpLBReserve && isWord(rest[take], "maxwait") && take+1 < len(rest):
+		case row.op == engine.OpLBReserve && isWord(rest[take], "maxwait") && take+1 < len(rest),
+			row.op == engine.OpConcAcquire && isWord(rest[take], "id") && take+1 < len(rest):
 			take += 2
 		default:
 			return take

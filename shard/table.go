@@ -181,6 +181,11 @@ func parse(rec []byte) (kind Kind, expireAt int64, key, payload []byte, size int
 	return kind, expireAt, key, payload, p + pl
 }
 
+// Fits reports whether a record of a key of keyLen bytes and a payload of
+// payloadLen fits one page: what Insert and Resize refuse with ErrTooLarge,
+// checked before anything changes (LIMIT.ALL's dry run).
+func Fits(keyLen, payloadLen int) bool { return recordSize(keyLen, payloadLen) <= MaxRecord }
+
 func recordSize(keyLen, payloadLen int) int {
 	return recordFixed + uvarintLen(uint64(keyLen)) + keyLen + uvarintLen(uint64(payloadLen)) + payloadLen
 }

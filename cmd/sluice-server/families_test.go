@@ -50,8 +50,10 @@ func TestShapingAndConcurrencyReplicateAndRestart(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 19))
 	var keys []string
 	for i := range 4 {
-		keys = append(keys, fmt.Sprintf("lb:%d", i), fmt.Sprintf("conc:%d", i))
+		// One hash tag for each pair, so that LIMIT.ALL may take both.
+		keys = append(keys, fmt.Sprintf("lb:{%d}", i), fmt.Sprintf("conc:{%d}", i))
 	}
+	var allAdmitted, allRefused int
 	for step := range 400 {
 		var args []string
 		switch k := keys[r.IntN(len(keys))]; {
@@ -59,6 +61,11 @@ func TestShapingAndConcurrencyReplicateAndRestart(t *testing.T) {
 			now += int64(r.IntN(300))
 			setClocks()
 			continue
+		case r.IntN(8) == 0:
+			// A place on a schedule and a lease, all or nothing.
+			tag := k[strings.IndexByte(k, '{'):]
+			args = []string{"LIMIT.ALL", "2", "LB.RESERVE", "lb:" + tag, "10", "1", "1", "1", "MAXWAIT", strconv.Itoa(r.IntN(300)), "MS",
+				"CONC.ACQUIRE", "conc:" + tag, strconv.Itoa(1 + r.IntN(3)), "0.8", "ID", "h" + strconv.Itoa(r.IntN(6))}
 		case strings.HasPrefix(k, "lb:") && r.IntN(5) == 0:
 			args = []string{"LB.CANCEL", k, strconv.Itoa(r.IntN(3))}
 		case strings.HasPrefix(k, "lb:"):
@@ -80,6 +87,16 @@ func TestShapingAndConcurrencyReplicateAndRestart(t *testing.T) {
 		if got := leader.Do(t, args...); got != want {
 			t.Fatalf("step %d %q: the leader %q, the standalone server %q", step, args, got, want)
 		}
+		if args[0] == "LIMIT.ALL" {
+			if strings.HasPrefix(want, "*3\r\n:0\r\n") {
+				allAdmitted++
+			} else {
+				allRefused++
+			}
+		}
+	}
+	if allAdmitted == 0 || allRefused == 0 {
+		t.Fatalf("LIMIT.ALL admitted %d and refused %d: the run proves too little", allAdmitted, allRefused)
 	}
 	infos := func(addr string, readonly bool) string {
 		c := sluicetest.DialRaw(t, "tcp", addr)
