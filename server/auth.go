@@ -116,7 +116,7 @@ func (s *Server) authenticate(c *client, user string, pass []byte, cmdName []byt
 	s.aclLog.add(aclLogEntry{reason: "auth", object: string(cmdName), username: user, at: time.Now(), client: c.describe()})
 	s.logAuthFailure(c, user, "wrong password or unknown user", 0)
 	c.authFailures++
-	if max := s.cfg.AuthMaxFailures; max > 0 && c.authFailures >= max {
+	if max := s.authMaxFailures.Load(); max > 0 && int64(c.authFailures) >= max {
 		// The reply still goes out; then the connection closes, so a
 		// guesser must reconnect (and meet the per-address limit).
 		c.quit = true

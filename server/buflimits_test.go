@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -331,4 +332,27 @@ func TestRequestBoundsSmallerWins(t *testing.T) {
 			}
 		})
 	}
+}
+
+// loglevel, CONFIG REWRITE without a config file, and names CONFIG SET
+// does not know, against a real redis-server: the same replies and errors.
+func TestConfigSetAndRewriteMatchRedis(t *testing.T) { protocols(t, testConfigSetAndRewrite) }
+
+func testConfigSetAndRewrite(t *testing.T, resp3 bool) {
+	// The binary's loglevel, as cmd/sluice-server wires it.
+	var level slog.LevelVar
+	ts := sluicetest.Start(t, sluicetest.Options{Server: server.Config{OwnSettings: map[string]server.Setting{
+		"loglevel": server.LogLevelSetting(&level),
+	}}})
+	w := newTwin(t, ts, sluicetest.StartRedis(t))
+	w.hello(resp3)
+	for _, v := range []string{"warning", "bogus", "DEBUG", "verbose", "", "notice"} {
+		w.same("CONFIG", "SET", "loglevel", v)
+		w.same("CONFIG", "GET", "loglevel")
+	}
+	w.same("CONFIG", "SET", "no-such-setting", "1")
+	w.same("CONFIG", "SET", "NO-SUCH-SETTING", "1", "loglevel", "debug")
+	w.same("CONFIG", "GET", "loglevel")
+	w.same("CONFIG", "REWRITE")
+	w.same("CONFIG", "REWRITE", "extra")
 }

@@ -398,8 +398,8 @@ func coreCommands() []*command {
 		{name: "info", cats: catDangerous, arity: -1, flags: flagStale, group: "server", since: "1.0.0",
 			summary: "Server information: server, clients, memory, stats, keyspace.", args: []argSpec{opt(many(str("section")))}, run: cmdInfo},
 		{name: "config", arity: -2, flags: flagStale, group: "server", since: "2.0.0",
-			summary: "CONFIG GET pattern / CONFIG SET parameter value / CONFIG RESETSTAT.", args: []argSpec{str("subcommand"), opt(many(str("arg")))}, subs: []*command{
-				sub("get", -3, flagAdmin, 0), sub("set", -4, flagAdmin, 0), sub("resetstat", 2, flagAdmin, 0),
+			summary: "CONFIG GET pattern / CONFIG SET parameter value / CONFIG RESETSTAT / CONFIG REWRITE.", args: []argSpec{str("subcommand"), opt(many(str("arg")))}, subs: []*command{
+				sub("get", -3, flagAdmin, 0), sub("set", -4, flagAdmin, 0), sub("resetstat", 2, flagAdmin, 0), sub("rewrite", 2, flagAdmin, 0),
 			},
 			run: cmdConfig},
 		{name: "time", arity: 1, flags: flagFast | flagStale, group: "server", since: "2.6.0",

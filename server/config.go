@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"sort"
 	"strconv"
@@ -16,10 +17,9 @@ import (
 // CONFIG GET, SET and RESETSTAT.
 
 // cmdConfig: CONFIG GET pattern..., CONFIG SET param value, CONFIG RESETSTAT.
-// The settable subset is maxmemory, maxclients, timeout, tcp-keepalive,
-// reqid-window, requirepass, busy-reply-threshold (lua-time-limit),
-// script-acceleration, client-output-buffer-limit and
-// client-query-buffer-limit; the rest is read-only and documented as such.
+// The settable subset is runtimeSettings, the program's OwnSettings
+// (loglevel) and the tls-* files; the rest is read-only and documented as
+// such. CONFIG REWRITE writes the settable ones into the config file.
 func cmdConfig(s *Server, c *client, args [][]byte) {
 	sub := strings.ToLower(string(args[1]))
 	switch {
@@ -51,7 +51,12 @@ func cmdConfig(s *Server, c *client, args [][]byte) {
 				continue
 			}
 			if err := s.configSet(name, string(args[i+1])); err != nil {
-				c.writeError(fmt.Errorf("CONFIG SET failed (possibly related to argument '%s') - %w", args[i], err))
+				if err == errUnknownSetting {
+					// Redis words an unknown name apart from a refused value.
+					c.writeError(fmt.Errorf("%w - '%s'", err, args[i]))
+				} else {
+					c.writeError(fmt.Errorf("CONFIG SET failed (possibly related to argument '%s') - %w", args[i], err))
+				}
 				return
 			}
 		}
@@ -63,6 +68,12 @@ func cmdConfig(s *Server, c *client, args [][]byte) {
 		}
 		c.writeOK()
 	case sub == "resetstat" && len(args) == 2:
+		c.writeOK()
+	case sub == "rewrite" && len(args) == 2:
+		if err := s.configRewrite(); err != nil {
+			c.writeError(err)
+			return
+		}
 		c.writeOK()
 	default:
 		c.writeError(fmt.Errorf("unknown subcommand or wrong number of arguments for '%s'. Try CONFIG HELP.", args[1]))
@@ -88,6 +99,7 @@ func (s *Server) configValues() map[string]string {
 		"script-acceleration":        map[bool]string{true: "no", false: "yes"}[s.scripts.accel.off.Load()],
 		"client-output-buffer-limit": s.obuf.Load().String(),
 		"client-query-buffer-limit":  strconv.FormatInt(s.qbufLimit.Load(), 10),
+		"auth-max-failures":          strconv.FormatInt(max(s.authMaxFailures.Load(), 0), 10),
 	}
 	if s.cfg.TLS != nil {
 		for k, val := range s.cfg.TLS.values() {
@@ -101,7 +113,48 @@ func (s *Server) configValues() map[string]string {
 			}
 		}
 	}
+	for k, own := range s.cfg.OwnSettings {
+		v[k] = own.Get()
+	}
 	return v
+}
+
+// runtimeSettings are the settings configSet changes (besides the
+// program's OwnSettings and the tls-* files): what CONFIG REWRITE writes
+// back. lua-time-limit is busy-reply-threshold's other name.
+var runtimeSettings = []string{
+	"maxmemory", "maxclients", "timeout", "tcp-keepalive", "reqid-window", "requirepass",
+	"busy-reply-threshold", "script-acceleration", "client-output-buffer-limit",
+	"client-query-buffer-limit", "auth-max-failures",
+}
+
+var errNoConfigFile = errors.New("The server is running without a config file")
+
+// configRewrite hands the run-time settings' current values to the
+// program's Rewrite, which owns the file.
+func (s *Server) configRewrite() error {
+	if s.cfg.Rewrite == nil {
+		return errNoConfigFile
+	}
+	all := s.configValues()
+	settings := make(map[string]string, len(runtimeSettings)+len(s.cfg.OwnSettings))
+	for _, name := range runtimeSettings {
+		settings[name] = all[name]
+	}
+	for name := range s.cfg.OwnSettings {
+		settings[name] = all[name]
+	}
+	if s.cfg.TLS != nil {
+		for k, val := range s.cfg.TLS.values() {
+			settings[k] = val
+		}
+	}
+	if err := s.cfg.Rewrite(settings); err != nil {
+		s.log.Warn("CONFIG REWRITE failed", "err", err)
+		return fmt.Errorf("Rewriting config file: %w", err)
+	}
+	s.log.Warn("CONFIG REWRITE executed with success.")
+	return nil
 }
 
 var errReadOnlyConfig = errors.New("parameter cannot be changed at run time")
@@ -201,14 +254,67 @@ func (s *Server) configSet(name, value string) error {
 		if value != "noeviction" {
 			return errors.New("only noeviction is supported: live limiter state is never evicted")
 		}
+	case "auth-max-failures":
+		n, err := strconv.ParseInt(value, 10, 64)
+		if err != nil || n < 0 || n > 1<<31 {
+			return errors.New("argument must be a number of attempts, 0 (never) or more")
+		}
+		s.authMaxFailures.Store(n)
 	default:
+		if own, ok := s.cfg.OwnSettings[name]; ok {
+			return own.Set(value)
+		}
 		if _, ok := s.configValues()[name]; ok {
 			return errReadOnlyConfig
 		}
-		return errors.New("Unknown option or number of arguments for CONFIG SET")
+		return errUnknownSetting
 	}
 	return nil
 }
+
+var errLogLevel = errors.New("argument(s) must be one of the following: debug, verbose, notice, warning")
+
+// ParseLogLevel reads Redis's loglevel names (and info, warn) as slog
+// levels: verbose sits between debug and info, notice is info.
+func ParseLogLevel(name string) (slog.Level, error) {
+	switch strings.ToLower(name) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "verbose", "info":
+		return slog.LevelInfo - 1, nil
+	case "notice":
+		return slog.LevelInfo, nil
+	case "warning", "warn":
+		return slog.LevelWarn, nil
+	}
+	return 0, errLogLevel
+}
+
+// logLevelName is ParseLogLevel's inverse.
+func logLevelName(l slog.Level) string {
+	switch {
+	case l <= slog.LevelDebug:
+		return "debug"
+	case l < slog.LevelInfo:
+		return "verbose"
+	case l < slog.LevelWarn:
+		return "notice"
+	}
+	return "warning"
+}
+
+// LogLevelSetting is loglevel as a run-time setting of a program's logger.
+func LogLevelSetting(v *slog.LevelVar) Setting {
+	return Setting{Get: func() string { return logLevelName(v.Level()) }, Set: func(name string) error {
+		l, err := ParseLogLevel(name)
+		if err == nil {
+			v.Set(l)
+		}
+		return err
+	}}
+}
+
+var errUnknownSetting = errors.New("Unknown option or number of arguments for CONFIG SET")
 
 // ParseMemory reads a Redis memory size: 1024, 100kb, 512mb, 2gb, 1k ...
 func ParseMemory(v string) (int64, error) {

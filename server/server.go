@@ -162,6 +162,14 @@ type Config struct {
 	// Settings supplies CONFIG GET values the server does not own itself
 	// (port, bind, ...). May be nil.
 	Settings func() map[string]string
+	// OwnSettings are settings the embedding program owns that CONFIG SET
+	// may change at run time (loglevel), by name. May be nil.
+	OwnSettings map[string]Setting
+	// Rewrite, when set, is CONFIG REWRITE: it writes the current values of
+	// the run-time settings into the configuration file the server was
+	// started with. Nil when there is none ("The server is running without
+	// a config file", as Redis answers).
+	Rewrite func(settings map[string]string) error
 	// Persistence, when set, serves SAVE/BGSAVE/LASTSAVE and INFO
 	// persistence.
 	Persistence Persister
@@ -181,6 +189,14 @@ type Config struct {
 	Scripts *Scripts
 }
 
+// Setting is one run-time setting the embedding program owns: its current
+// value, and how to change it (an error refuses the value, changing
+// nothing).
+type Setting struct {
+	Get func() string
+	Set func(value string) error
+}
+
 // Server serves RESP connections against a Backend.
 type Server struct {
 	cfg     Config
@@ -191,9 +207,11 @@ type Server struct {
 
 	requirePass atomic.Pointer[string]
 	maxClients  atomic.Int64
-	idle        atomic.Int64 // Timeout in ns: CONFIG SET timeout
-	keepAlive   atomic.Int64 // TCPKeepAlive in ns, <= 0 off: CONFIG SET tcp-keepalive
-	reqIDWindow atomic.Int64 // ReqIDWindow in ns: CONFIG SET reqid-window
+	// authMaxFailures: failed AUTHs that close a connection; 0 never.
+	authMaxFailures atomic.Int64
+	idle            atomic.Int64 // Timeout in ns: CONFIG SET timeout
+	keepAlive       atomic.Int64 // TCPKeepAlive in ns, <= 0 off: CONFIG SET tcp-keepalive
+	reqIDWindow     atomic.Int64 // ReqIDWindow in ns: CONFIG SET reqid-window
 
 	// CONFIG SET client-output-buffer-limit and client-query-buffer-limit,
 	// and the connections closed for each.
@@ -288,6 +306,7 @@ func New(cfg Config, backend Backend) *Server {
 	pass := cfg.RequirePass
 	s.requirePass.Store(&pass)
 	s.maxClients.Store(int64(cfg.MaxClients))
+	s.authMaxFailures.Store(int64(max(cfg.AuthMaxFailures, 0)))
 	s.idle.Store(int64(cfg.Timeout))
 	s.keepAlive.Store(int64(cfg.TCPKeepAlive))
 	s.reqIDWindow.Store(int64(cfg.ReqIDWindow))

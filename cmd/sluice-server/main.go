@@ -187,20 +187,6 @@ func loadConfigFile(path string, fs *flag.FlagSet) error {
 	return sc.Err()
 }
 
-func logLevel(name string) (slog.Level, error) {
-	switch strings.ToLower(name) {
-	case "debug":
-		return slog.LevelDebug, nil
-	case "verbose", "info":
-		return slog.LevelInfo - 1, nil
-	case "notice":
-		return slog.LevelInfo, nil
-	case "warning", "warn":
-		return slog.LevelWarn, nil
-	}
-	return 0, fmt.Errorf("unknown loglevel %q", name)
-}
-
 func debugMode(v string) (server.DebugMode, error) {
 	switch strings.ToLower(v) {
 	case "no":
@@ -216,7 +202,11 @@ func debugMode(v string) (server.DebugMode, error) {
 func run(args []string, stderr io.Writer) int {
 	var o options
 	fs := newFlagSet(&o, stderr)
+	configPath := ""
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		// Absolute, so that CONFIG REWRITE finds it whatever the
+		// working directory has become.
+		configPath, _ = filepath.Abs(args[0])
 		if err := loadConfigFile(args[0], fs); err != nil {
 			fmt.Fprintf(stderr, "sluice-server: config file: %v\n", err)
 			return 2
@@ -235,7 +225,7 @@ func run(args []string, stderr io.Writer) int {
 	if o.genCertsDir != "" {
 		return genCerts(o.genCertsDir, o.certHosts, stderr)
 	}
-	level, err := logLevel(o.logLevel)
+	level, err := server.ParseLogLevel(o.logLevel)
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice-server: %v\n", err)
 		return 2
@@ -244,7 +234,10 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sluice-server: reqid-window must be 1 to 3600 seconds, not %d\n", o.reqIDWindow)
 		return 2
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	// A LevelVar, so that CONFIG SET loglevel changes it at run time.
+	var levelVar slog.LevelVar
+	levelVar.Set(level)
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: &levelVar}))
 	maxMemory, err := server.ParseMemory(o.maxMemory)
 	if err != nil {
 		log.Error("bad maxmemory", "err", err)
@@ -356,9 +349,13 @@ func run(args []string, stderr io.Writer) int {
 		EnableDebug: dbg,
 		Version:     version,
 		Logger:      log,
+		OwnSettings: map[string]server.Setting{
+			"loglevel": server.LogLevelSetting(&levelVar),
+		},
+		Rewrite: rewriter(configPath, fs),
 		Settings: func() map[string]string {
 			v := map[string]string{"port": o.port.String(), "tls-port": o.tlsPort.String(), "bind": o.bind,
-				"loglevel": o.logLevel, "aclfile": o.aclFile, "tls-cluster": o.tlsCluster, "tls-replication": o.tlsRepl}
+				"aclfile": o.aclFile, "tls-cluster": o.tlsCluster, "tls-replication": o.tlsRepl}
 			if node != nil {
 				v["cluster-raft-addr"] = node.RaftAddr()
 			}
