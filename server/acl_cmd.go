@@ -7,11 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/google/renameio/v2"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -286,27 +286,10 @@ func (s *Server) aclFileText() []byte {
 	return b.Bytes()
 }
 
-// aclSave writes the ACL file atomically: a temporary file, fsynced, then
-// renamed over the old one.
+// aclSave replaces the ACL file atomically (a new file, fsynced, renamed
+// over the old one), keeping its permissions.
 func (s *Server) aclSave() error {
-	path := s.cfg.ACLFile
-	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(s.aclFileText()); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
+	return renameio.WriteFile(s.cfg.ACLFile, s.aclFileText(), 0o600, renameio.WithExistingPermissions())
 }
 
 // parseACLFile reads users from the ACL file's text: one "user <name>

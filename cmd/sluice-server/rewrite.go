@@ -2,11 +2,10 @@ package main
 
 import (
 	"flag"
-	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
+	"github.com/google/renameio/v2"
 	"github.com/sluicehq/sluice/server"
 )
 
@@ -96,7 +95,9 @@ func rewriteConfigFile(path string, fs *flag.FlagSet, running map[string]string)
 		lines = append(lines, rewriteSignature)
 	}
 	lines = append(lines, added...)
-	return writeFileAtomic(path, []byte(strings.Join(lines, "\n")+"\n"))
+	// Atomic, so that a crash leaves the old file or the new one; the
+	// file keeps its permissions (it may hold requirepass).
+	return renameio.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600, renameio.WithExistingPermissions())
 }
 
 // quoteSetting writes a value loadConfigFile reads back: the rest of the
@@ -117,41 +118,4 @@ func sameSetting(a, b string) bool {
 	x, errA := server.ParseMemory(a)
 	y, errB := server.ParseMemory(b)
 	return errA == nil && errB == nil && x == y
-}
-
-// writeFileAtomic replaces path with data, so that a crash leaves the old
-// file or the new one, never a part of either.
-func writeFileAtomic(path string, data []byte) error {
-	mode := os.FileMode(0o644)
-	if st, err := os.Stat(path); err == nil {
-		mode = st.Mode().Perm()
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".rewrite-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("replacing %s: %w", path, err)
-	}
-	if dir, err := os.Open(filepath.Dir(path)); err == nil {
-		dir.Sync()
-		dir.Close()
-	}
-	return nil
 }
