@@ -387,7 +387,7 @@ func (l *Limiter) Info(ctx context.Context, key string) (*Info, error) {
 // parseInfo reads LIMIT.INFO's field/value pairs: a flat array under RESP2,
 // a map under RESP3.
 func parseInfo(v interface{}) (*Info, error) {
-	info := &Info{Fields: map[string]int64{}}
+	info := &Info{Fields: map[string]int64{}, Durations: map[string]time.Duration{}}
 	set := func(k, v interface{}) error {
 		name, ok := k.(string)
 		if !ok {
@@ -398,7 +398,13 @@ func parseInfo(v interface{}) (*Info, error) {
 			info.Fields[name] = x
 		case string:
 			if name != "family" {
-				return fmt.Errorf("%w: LIMIT.INFO %s = %q", errReplyShape, name, x)
+				// Decimal seconds, parsed exactly ("1.5" is 1.5 s).
+				d, err := time.ParseDuration(x + "s")
+				if err != nil {
+					return fmt.Errorf("%w: LIMIT.INFO %s = %q", errReplyShape, name, x)
+				}
+				info.Durations[name] = d
+				return nil
 			}
 			info.FamilyName = x
 			if f, ok := parseFamily(x); ok {

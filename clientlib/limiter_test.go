@@ -165,15 +165,23 @@ func TestInfoRefundReset(t *testing.T) {
 		t.Errorf("family %v, raw %v", info.Family, raw["family"])
 	}
 	for k, v := range raw {
-		if k == "family" {
-			continue
-		}
-		if info.Fields[k] != v.(int64) {
-			t.Errorf("field %s = %d, raw %v", k, info.Fields[k], v)
+		switch x := v.(type) {
+		case int64:
+			if info.Fields[k] != x {
+				t.Errorf("field %s = %d, raw %v", k, info.Fields[k], v)
+			}
+		case string:
+			if k != "family" && info.Durations[k] == 0 {
+				t.Errorf("field %s = %q, not in Durations %v", k, x, info.Durations)
+			}
 		}
 	}
-	if len(info.Fields) != len(raw)-1 {
-		t.Errorf("fields %v, raw %v", info.Fields, raw)
+	if len(info.Fields)+len(info.Durations) != len(raw)-1 {
+		t.Errorf("fields %v durations %v, raw %v", info.Fields, info.Durations, raw)
+	}
+	// The limit as it was written: 9 more than one, 10 per 60 s.
+	if info.Fields["max_burst"] != 9 || info.Fields["count"] != 10 || info.Durations["period"] != time.Minute {
+		t.Errorf("parameters %v %v, want max_burst 9, count 10, period 1m", info.Fields, info.Durations)
 	}
 	// Four units of six seconds each, on a frozen clock: the stored reset
 	// is exactly 24 s ahead, and the typed fields agree with the raw ones.
@@ -215,7 +223,7 @@ func TestInfoRefundReset(t *testing.T) {
 	}
 	info, err = l.Info(ctx, "w")
 	if err != nil || info.Family != clientlib.FamilySlidingWindow || info.Fields["window_ms"] != 60000 ||
-		info.Fields["current"] != 7 || info.Remaining != 93 || info.Limit != 100 {
+		info.Durations["window"] != time.Minute || info.Fields["current"] != 7 || info.Remaining != 93 || info.Limit != 100 {
 		t.Errorf("Info(w) = %+v %v", info, err)
 	}
 }

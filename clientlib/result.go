@@ -99,10 +99,14 @@ type Info struct {
 	// ResetAfter is reset_after_ms as of the server's reply.
 	ResetAfter time.Duration
 	// Fields holds every integer field the server sent, by its name:
-	// max_burst and emission_interval_ns (GCRA), window_ms, current and
-	// previous (sliding window), count (fixed window), entries (sliding
-	// log), and the ones above.
+	// max_burst, count and emission_interval_ns (GCRA), window_ms, current
+	// and previous (sliding window), count (fixed window), entries
+	// (sliding log), and the ones above.
 	Fields map[string]int64
+	// Durations holds the fields the server sends as decimal seconds, the
+	// parameters as they were given: period (GCRA) and window (the
+	// window families).
+	Durations map[string]time.Duration
 }
 
 func millis(ms int64) time.Duration {

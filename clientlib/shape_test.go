@@ -17,12 +17,16 @@ import (
 // Shaping in real time: 20 workers, each on its own connection, Wait
 // through "100 per second, burst 1" for 5 s and note when each went.
 // Together they went at least 95 times a second (no slot wasted), and in
-// no rolling second more than 100 + burst, give or take one: a start is
-// seen after the reply's trip and the worker's timer, so it is never early
-// but can be late, and one worker running a whole slot (10 ms) late, which
-// a 2-core machine's scheduler or collector does a few times a run, moves
-// a start into the next second beside one on time. The schedule itself is
-// exact (TestLBShapesTwentyWorkers in the engine, on a virtual clock).
+// no rolling second more than 100 + burst. A start is seen after the
+// reply's trip and the worker's timer, so it is never early but can be
+// late: a worker the machine stalls for a whole slot (10 ms) starts beside
+// the next one, and the rolling second that begins at it holds one start
+// too many. So the test measures the stalls (a probe goroutine's lateness
+// waking from 1 ms sleeps, which a stall of the process delays as it
+// delays the workers) and allows one start per slot of the worst stall:
+// none on a quiet machine, where the criterion is exact. The schedule
+// itself is exact whatever the machine does (TestLBShapesTwentyWorkers in
+// the engine, on a virtual clock).
 func TestWaitShapesTwentyWorkers(t *testing.T) {
 	s := sluicetest.Start(t, sluicetest.Options{})
 	sched := clientlib.Schedule{Rate: 100, Period: time.Second, Burst: 1}
@@ -43,6 +47,16 @@ func TestWaitShapesTwentyWorkers(t *testing.T) {
 	}
 	begin := time.Now()
 	end := begin.Add(5 * time.Second)
+	stall := make(chan time.Duration, 1)
+	go func() {
+		var worst time.Duration
+		for time.Now().Before(end) {
+			t0 := time.Now()
+			time.Sleep(time.Millisecond)
+			worst = max(worst, time.Since(t0)-time.Millisecond)
+		}
+		stall <- worst
+	}()
 	errs := make(chan error, workers)
 	for _, l := range limiters {
 		wg.Add(1)
@@ -80,9 +94,16 @@ func TestWaitShapesTwentyWorkers(t *testing.T) {
 		worst = max(worst, j-i)
 	}
 	rate := float64(len(starts)) / end.Sub(begin).Seconds()
-	t.Logf("%d starts in 5 s (%.1f/s), at most %d in any rolling second", len(starts), rate, worst)
-	if worst > 100+int(sched.Burst)+1 {
-		t.Errorf("%d starts within one second, want at most %d (100 + burst, + 1 for a late worker)", worst, 100+sched.Burst+1)
+	worstStall := <-stall
+	// A start late by less than a slot can only fill the second's
+	// boundary, which the half-open window leaves out; each further slot
+	// of lateness can bring one more start in.
+	slot := sched.Period / time.Duration(sched.Rate)
+	allowed := 100 + int(sched.Burst) + int(worstStall/slot)
+	t.Logf("%d starts in 5 s (%.1f/s), at most %d in any rolling second; worst stall %v, so at most %d allowed",
+		len(starts), rate, worst, worstStall, allowed)
+	if worst > allowed {
+		t.Errorf("%d starts within one second, want at most %d (100 + burst, + %d for stalls of %v)", worst, allowed, allowed-101, worstStall)
 	}
 	if rate < 95 {
 		t.Errorf("%.1f starts per second, want at least 95", rate)

@@ -58,6 +58,7 @@ func fwRefund(t *shard.Table, e shard.Entry, amount, now int64) Reply {
 func fwInfo(t *shard.Table, e shard.Entry, now int64, field func(string, Reply)) {
 	s, p := fwState(t, e)
 	field("limit", intReply(p.Limit))
+	field("window", strReply(SecondsText(p.Window)))
 	field("window_ms", intReply(p.Window/1e6))
 	field("remaining", intReply(ratelimit.FWRemaining(s, true, p, now)))
 	field("count", intReply(s.Count))

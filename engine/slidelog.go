@@ -232,6 +232,7 @@ func (j *shardJob) slInfo(t *shard.Table, e shard.Entry, now int64, field func(s
 	entries, p := j.slEntries(e)
 	expired, _, _, _ := ratelimit.SLDecide(entries, p, 0, now)
 	field("limit", intReply(p.Limit))
+	field("window", strReply(SecondsText(p.Window)))
 	field("window_ms", intReply(p.Window/1e6))
 	field("remaining", intReply(ratelimit.SLRemaining(entries, p, now)))
 	field("entries", intReply(int64(len(entries)-expired)))

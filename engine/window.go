@@ -73,6 +73,7 @@ func swRefund(t *shard.Table, e shard.Entry, amount, now int64) Reply {
 func swInfo(t *shard.Table, e shard.Entry, now int64, field func(string, Reply)) {
 	s, p := swState(t, e)
 	field("limit", intReply(p.Limit))
+	field("window", strReply(SecondsText(p.Window)))
 	field("window_ms", intReply(p.Window/1e6))
 	field("remaining", intReply(ratelimit.SWRemaining(s, true, p, now)))
 	field("current", intReply(s.Cur))

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 
@@ -225,6 +226,9 @@ var (
 	aclCommands    []*command
 	aclTopCommands []*command
 	aclByName      = map[string]*command{}
+	// errNotLimit refuses a command LIMIT.ALL does not take, naming the
+	// ones it does, from the table.
+	errNotLimit error
 )
 
 func init() {
@@ -236,6 +240,13 @@ func init() {
 			c.flags |= flagBigReply
 		}
 	}
+	var limits []string
+	for _, c := range commandList() {
+		if c.limitArgs > 0 {
+			limits = append(limits, strings.ToUpper(c.name))
+		}
+	}
+	errNotLimit = fmt.Errorf("is not a decision command (%s)", strings.Join(limits, ", "))
 	aclTopCommands = sortedCommands()
 	for _, c := range aclTopCommands {
 		c.fullname = c.name

@@ -11,7 +11,6 @@ var (
 	errNegative    = errors.New("must not be negative")
 	errNotPositive = errors.New("must be positive")
 	errLimitCount  = errors.New("does not match the number of limits that follow")
-	errNotLimit    = errors.New("is not a decision command (CL.THROTTLE, SW.CHECK, SL.CHECK, FW.CHECK, LB.RESERVE)")
 	errIncomplete  = errors.New("is missing arguments")
 	errReqIDLength = errors.New("REQID id must be 1 to 64 bytes")
 	errReqIDPlace  = errors.New("REQID must come after the last limit of LIMIT.ALL")

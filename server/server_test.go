@@ -130,8 +130,12 @@ func TestLimitInfoAndAll(t *testing.T) {
 	ts := sluicetest.Start(t, sluicetest.Options{Server: server.Config{}, Engine: engine.Config{}})
 	base := sluicetest.FreezeClock(t, ts.Client)
 	ts.Expect(t, sluicetest.Ints(0, 5, 4, -1, 10), "CL.THROTTLE", "a", "4", "1", "10")
-	ts.Expect(t, []any{"family", "gcra", "max_burst", int64(4), "limit", int64(5), "emission_interval_ns", int64(10e9),
+	ts.Expect(t, []any{"family", "gcra", "max_burst", int64(4), "count", int64(1), "period", "10", "limit", int64(5), "emission_interval_ns", int64(10e9),
 		"remaining", int64(4), "reset_at_ms", base + 10000, "reset_after_ms", int64(10000)}, "LIMIT.INFO", "a")
+	// The parameters as written, a decimal period too.
+	ts.Expect(t, sluicetest.Ints(0, 4, 3, -1, 1), "CL.THROTTLE", "dec", "3", "30", "1.5")
+	ts.Expect(t, []any{"family", "gcra", "max_burst", int64(3), "count", int64(30), "period", "1.5", "limit", int64(4), "emission_interval_ns", int64(50e6),
+		"remaining", int64(3), "reset_at_ms", base + 50, "reset_after_ms", int64(50)}, "LIMIT.INFO", "dec")
 	ts.Expect(t, nil, "LIMIT.INFO", "nokey")
 
 	// Both pass: both consume.
@@ -147,9 +151,9 @@ func TestLimitInfoAndAll(t *testing.T) {
 		"LIMIT.ALL", "2", "CL.THROTTLE", "a", "4", "1", "10", "1", "CL.THROTTLE", "a", "4", "1", "10", "1")
 	ts.Expect(t, errors.New("ERR invalid numlimits '3': does not match the number of limits that follow"),
 		"LIMIT.ALL", "3", "CL.THROTTLE", "a", "4", "1", "10", "1", "SL.CHECK", "b", "2", "60", "2")
-	ts.Expect(t, errors.New("ERR invalid limit 'GET': is not a decision command (CL.THROTTLE, SW.CHECK, SL.CHECK, FW.CHECK, LB.RESERVE)"),
+	ts.Expect(t, errors.New("ERR invalid limit 'GET': is not a decision command (CL.THROTTLE, SW.CHECK, SL.CHECK, FW.CHECK, LB.RESERVE, CONC.ACQUIRE)"),
 		"LIMIT.ALL", "1", "GET", "a", "1", "2", "3", "4")
-	ts.Expect(t, errors.New("ERR invalid limit 'LIMIT.ALL': is not a decision command (CL.THROTTLE, SW.CHECK, SL.CHECK, FW.CHECK, LB.RESERVE)"),
+	ts.Expect(t, errors.New("ERR invalid limit 'LIMIT.ALL': is not a decision command (CL.THROTTLE, SW.CHECK, SL.CHECK, FW.CHECK, LB.RESERVE, CONC.ACQUIRE)"),
 		"LIMIT.ALL", "1", "LIMIT.ALL", "1", "CL.THROTTLE", "a", "4", "1")
 	ts.Expect(t, sluicetest.Ints(0, 5, 3, -1, 20), "CL.THROTTLE", "a", "4", "1", "10", "0")
 }
