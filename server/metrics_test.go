@@ -21,6 +21,8 @@ func TestMetricsHandler(t *testing.T) {
 	ts.Do(t, "CONC.ACQUIRE", "c", "1", "60")
 	ts.Do(t, "LB.RESERVE", "s", "10", "1", "1", "1", "MAXWAIT", "0")
 	ts.Do(t, "LB.RESERVE", "s", "10", "1", "1", "1", "MAXWAIT", "0")
+	// A failed AUTH, on a connection of its own.
+	sluicetest.DialRaw(t, "tcp", ts.Addr).Do(t, "AUTH", "nobody", "wrong")
 	rec := httptest.NewRecorder()
 	ts.Server.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	body, _ := io.ReadAll(rec.Body)
@@ -33,6 +35,7 @@ func TestMetricsHandler(t *testing.T) {
 		`sluice_leases_total{outcome="acquired"} 1`,
 		`sluice_leases_total{outcome="refused"} 1`,
 		"sluice_keys 4",
+		"sluice_auth_failures_total 1",
 		"sluice_used_memory_bytes ",
 		"go_goroutines ",
 	} {
