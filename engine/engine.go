@@ -209,6 +209,17 @@ func (e *Engine) Stats() Stats {
 	return st
 }
 
+// ResetStats zeroes the counters Stats sums (CONFIG RESETSTAT); keys and
+// memory are state, not counters, and stay.
+func (e *Engine) ResetStats() {
+	for i := range e.stats {
+		st := &e.stats[i]
+		for _, c := range []*atomic.Int64{&st.allowed, &st.limited, &st.swept, &st.receiptHits, &st.leasesAcquired, &st.leasesRefused} {
+			c.Store(0)
+		}
+	}
+}
+
 func (e *Engine) shardOf(h uint64) int { return int(h & e.mask) }
 
 // overMemory reports whether creating state must be refused.

@@ -217,6 +217,9 @@ func (d *Durable) Sweep(now int64) { d.e.Sweep(now) }
 // Stats returns the engine's counters.
 func (d *Durable) Stats() engine.Stats { return d.e.Stats() }
 
+// ResetStats zeroes the engine's counters.
+func (d *Durable) ResetStats() { d.e.ResetStats() }
+
 // Shards is the engine's shard count.
 func (d *Durable) Shards() int { return d.e.Shards() }
 

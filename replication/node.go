@@ -696,6 +696,10 @@ func (n *Node) announceSelf() {
 // Stats returns the engine's counters.
 func (n *Node) Stats() engine.Stats { return n.eng.Stats() }
 
+// ResetStats zeroes this node's engine counters (CONFIG RESETSTAT is one
+// node's, as in Redis).
+func (n *Node) ResetStats() { n.eng.ResetStats() }
+
 // Shards is the engine's shard count.
 func (n *Node) Shards() int { return n.eng.Shards() }
 

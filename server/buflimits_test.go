@@ -356,3 +356,38 @@ func testConfigSetAndRewrite(t *testing.T, resp3 bool) {
 	w.same("CONFIG", "REWRITE")
 	w.same("CONFIG", "REWRITE", "extra")
 }
+
+// CONFIG RESETSTAT zeroes what Redis's resetServerStats does: the INFO
+// stats counters read the same on both servers after it, counting the
+// commands since.
+func TestConfigResetStatMatchesRedis(t *testing.T) {
+	ts := sluicetest.Start(t, sluicetest.Options{})
+	w := newTwin(t, ts, sluicetest.StartRedis(t))
+	for range 3 {
+		w.same("PING")
+	}
+	w.sluice.Do(t, "CL.THROTTLE", "k", "1", "1", "60")
+	w.same("CONFIG", "RESETSTAT")
+	w.same("PING")
+	stat := func(info, name string) string {
+		for _, line := range strings.Split(info, "\r\n") {
+			if v, ok := strings.CutPrefix(line, name+":"); ok {
+				return v
+			}
+		}
+		t.Fatalf("INFO lacks %s:\n%s", name, info)
+		return ""
+	}
+	got, want := w.both("INFO", "stats")
+	for _, name := range []string{"total_connections_received", "total_commands_processed", "rejected_connections", "expired_keys"} {
+		if g, r := stat(got, name), stat(want, name); g != r {
+			t.Errorf("after CONFIG RESETSTAT, %s: sluice %s, redis %s", name, g, r)
+		}
+	}
+	// Sluice's own counters are zeroed too.
+	for _, name := range []string{"decisions_allowed", "client_output_buffer_limit_disconnections"} {
+		if v := stat(got, name); v != "0" {
+			t.Errorf("%s after CONFIG RESETSTAT: %s", name, v)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
@@ -68,6 +69,7 @@ func cmdConfig(s *Server, c *client, args [][]byte) {
 		}
 		c.writeOK()
 	case sub == "resetstat" && len(args) == 2:
+		s.resetStats()
 		c.writeOK()
 	case sub == "rewrite" && len(args) == 2:
 		if err := s.configRewrite(); err != nil {
@@ -117,6 +119,17 @@ func (s *Server) configValues() map[string]string {
 		v[k] = own.Get()
 	}
 	return v
+}
+
+// resetStats is CONFIG RESETSTAT: the counters Redis's resetServerStats
+// zeroes (commands, connections, rejections, expired keys, buffer-limit
+// closes) and the engine's decision, receipt and lease counters. The ACL
+// denial counters stay, as in Redis (ACL LOG RESET is theirs).
+func (s *Server) resetStats() {
+	for _, c := range []*atomic.Int64{&s.commandsN, &s.connections, &s.rejected, &s.qbufClosed, &s.obufClosed} {
+		c.Store(0)
+	}
+	s.backend.ResetStats()
 }
 
 // runtimeSettings are the settings configSet changes (besides the

@@ -40,6 +40,8 @@ type Executor interface {
 // concurrent use; values may be a moment stale.
 type Inspector interface {
 	Stats() engine.Stats
+	// ResetStats zeroes the counters of Stats (CONFIG RESETSTAT).
+	ResetStats()
 	Shards() int
 	MaxMemory() int64
 	// SetMaxMemory serves CONFIG SET maxmemory; it takes effect for the
