@@ -259,7 +259,12 @@ func TestReadyzOfACutOffFollower(t *testing.T) {
 		t.Skip("starts three servers")
 	}
 	ctx := context.Background()
-	bound := []string{"--ready-max-last-contact", "2s"}
+	// Raft timings twice the defaults, so a CPU-starved test machine does
+	// not miss the connected nodes' heartbeats; the readiness bound above
+	// the heartbeat timeout, so the contact check fails after the leader
+	// check.
+	bound := []string{"--ready-max-last-contact", "3s",
+		"--cluster-heartbeat-timeout", "1s", "--cluster-election-timeout", "1s", "--cluster-lease-timeout", "500ms"}
 	n1 := startProbed(t, append(bound, "--dir", t.TempDir(), "--cluster-enabled", "yes", "--cluster-bootstrap", "yes")...)
 	addr1 := n1.addr(t)
 	n2 := startProbed(t, append(bound, "--dir", t.TempDir(), "--cluster-enabled", "yes", "--cluster-join", addr1)...)
@@ -331,14 +336,14 @@ func TestReadyzOfACutOffFollower(t *testing.T) {
 		t.Fatalf("INFO master_link_status:%s on the cut-off follower", v)
 	}
 	if v := infoValue(t, c3, "replication", "master_link_down_since_seconds"); v == "0" || v == "-1" {
-		t.Fatalf("INFO master_link_down_since_seconds:%s after 2 s of silence", v)
+		t.Fatalf("INFO master_link_down_since_seconds:%s after 3 s of silence", v)
 	}
 	_, m := n3.probe(t, "/metrics")
 	if v, _ := metric(m, "sluice_ready"); v != 0 {
 		t.Fatalf("sluice_ready %v on the cut-off follower", v)
 	}
-	if v, _ := metric(m, "sluice_raft_last_contact_seconds"); v <= 2 {
-		t.Fatalf("sluice_raft_last_contact_seconds %v on a follower cut off past the 2 s bound", v)
+	if v, _ := metric(m, "sluice_raft_last_contact_seconds"); v <= 3 {
+		t.Fatalf("sluice_raft_last_contact_seconds %v on a follower cut off past the 3 s bound", v)
 	}
 	// Committed while the follower is away: it must apply it to be ready.
 	if err := c1.Do(ctx, "CL.THROTTLE", "while-cut", "5", "1", "60").Err(); err != nil {
