@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,8 +24,6 @@ type Health struct {
 	cfg      HealthConfig
 	srv      atomic.Pointer[Server] // set by New: the state is loaded
 	stopping atomic.Bool            // set by Close: draining
-	loading  http.Handler           // /metrics before the server exists
-	metrics  atomic.Pointer[http.Handler]
 }
 
 // HealthConfig bounds readiness in cluster mode. The zero value is
@@ -80,19 +79,11 @@ func NewHealth(cfg HealthConfig) *Health {
 	if cfg.MaxLastContact <= 0 {
 		cfg.MaxLastContact = DefaultReadyMaxLastContact
 	}
-	h := &Health{cfg: cfg}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(newHealthMetrics(h), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	h.loading = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
-	return h
+	return &Health{cfg: cfg}
 }
 
 // attach records that s serves the loaded state.
-func (h *Health) attach(s *Server) {
-	m := s.MetricsHandler()
-	h.metrics.Store(&m)
-	h.srv.Store(s)
-}
+func (h *Health) attach(s *Server) { h.srv.Store(s) }
 
 // Handler serves GET /healthz, GET /readyz (?verbose lists every check)
 // and GET /metrics (while loading, only sluice_ready and the Go and
@@ -103,12 +94,19 @@ func (h *Health) Handler() http.Handler {
 		plain(w, http.StatusOK, "ok\n")
 	})
 	mux.HandleFunc("GET /readyz", h.serveReadyz)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newHealthMetrics(h), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	loading := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	var loaded sync.Once
+	var metrics http.Handler
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
-		if m := h.metrics.Load(); m != nil {
-			(*m).ServeHTTP(w, r)
+		s := h.srv.Load()
+		if s == nil {
+			loading.ServeHTTP(w, r)
 			return
 		}
-		h.loading.ServeHTTP(w, r)
+		loaded.Do(func() { metrics = s.MetricsHandler() })
+		metrics.ServeHTTP(w, r)
 	})
 	return mux
 }
