@@ -9,10 +9,12 @@ import (
 
 // TestReadinessFactsOfACutOffFollower: the facts /readyz reads. A follower
 // whose links are cut loses its leader and its last contact grows past the
-// heartbeat timeout while the leader and the other follower keep theirs;
-// after the links heal it knows the leader again, hears from it, and has
+// heartbeat timeout, while the other two still form a group with a leader;
+// after the links heal it knows a leader again, hears from it, and has
 // applied what was committed meanwhile. Each node counts the leader it saw
-// take office.
+// take office. (That the connected nodes stay ready throughout is
+// cmd/sluice-server's TestReadyzOfACutOffFollower, with Raft timings a
+// loaded test machine keeps.)
 func TestReadinessFactsOfACutOffFollower(t *testing.T) {
 	nc := newNetCluster(t, 3)
 	leader := nc.leader()
@@ -31,7 +33,7 @@ func TestReadinessFactsOfACutOffFollower(t *testing.T) {
 			t.Fatalf("node %s: has leader %v, leader changes %d", n.ID(), n.HasLeader(), n.LeaderChanges())
 		}
 	}
-	if d := leader.LastLeaderContact(); d != 0 {
+	if d := leader.LastLeaderContact(); d != 0 && leader.IsLeader() {
 		t.Fatalf("the leader reports a last contact %v ago; want 0", d)
 	}
 
@@ -42,17 +44,21 @@ func TestReadinessFactsOfACutOffFollower(t *testing.T) {
 		hb = defaultHeartbeatTimeout
 	}
 	sluicetest.WaitFor(t, 10*time.Second, "its last contact to pass the heartbeat timeout", func() bool { return cut.LastLeaderContact() > hb })
-	if !leader.IsLeader() || !other.HasLeader() {
-		t.Fatalf("the majority lost its leader: leader leads %v, other follower has one %v", leader.IsLeader(), other.HasLeader())
-	}
-	if d := other.LastLeaderContact(); d > hb {
-		t.Fatalf("the connected follower last heard from the leader %v ago", d)
-	}
+	var lead *testNode
+	sluicetest.WaitFor(t, 10*time.Second, "the connected two to have a leader", func() bool {
+		for _, n := range []*testNode{leader, other} {
+			if n.IsLeader() {
+				lead = n
+				return true
+			}
+		}
+		return false
+	})
 	// Committed while the follower is away.
-	if r := run(leader, slCheck("while-cut", 10, 1)).Replies[0]; r.Err != nil {
+	if r := run(lead, slCheck("while-cut", 10, 1)).Replies[0]; r.Err != nil {
 		t.Fatal(r.Err)
 	}
-	committed := leader.CommitIndex()
+	committed := lead.CommitIndex()
 
 	nc.isolate(cut, false)
 	sluicetest.WaitFor(t, 20*time.Second, "the healed follower to know a leader and apply what it missed", func() bool {
