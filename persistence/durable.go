@@ -57,6 +57,10 @@ type DurableConfig struct {
 	AutoRewriteMinSize int64
 	// Logger; nil discards.
 	Logger *slog.Logger
+	// KeyLoadDelay is a test aid, Redis's hidden key-load-delay: start-up
+	// loads no faster than one snapshot record or log record per this
+	// long, so a test can watch a server that is still loading. Default 0.
+	KeyLoadDelay time.Duration
 
 	openFile func(name string, flag int, perm os.FileMode) (file, error) // tests: LogConfig's
 }
@@ -96,6 +100,7 @@ type Durable struct {
 	lastSaveErr   atomic.Pointer[string]
 	saves         atomic.Int64
 	load          LoadReport
+	fsyncTimes    FsyncTimes // every generation's log observes it
 }
 
 var _ engine.Journal = (*Durable)(nil)
@@ -133,7 +138,8 @@ func OpenDurable(e *engine.Engine, cfg DurableConfig) (*Durable, error) {
 		return nil, err
 	}
 	start := time.Now()
-	firstGen, pos, err := d.loadSnapshot()
+	pace := loadPacer{per: cfg.KeyLoadDelay, start: start}
+	firstGen, pos, err := d.loadSnapshot(&pace)
 	if err != nil {
 		return nil, err
 	}
@@ -150,6 +156,7 @@ func OpenDurable(e *engine.Engine, cfg DurableConfig) (*Durable, error) {
 		}
 		path := logPath(cfg.Dir, g)
 		res, err := ReplayLog(path, func(rec []byte) error {
+			pace.record()
 			now, err := e.Replay(rec, func(s int, seq uint64) bool {
 				if pos.Covers(s, seq) {
 					d.load.SkippedByCopy++
@@ -179,9 +186,9 @@ func OpenDurable(e *engine.Engine, cfg DurableConfig) (*Durable, error) {
 	d.gen = firstGen
 	if n := len(gens); n > 0 && gens[n-1] >= firstGen {
 		d.gen = gens[n-1]
-		d.cur, err = OpenLog(logPath(cfg.Dir, d.gen), LogConfig{Fsync: cfg.Fsync, Logger: log, openFile: cfg.openFile})
+		d.cur, err = OpenLog(logPath(cfg.Dir, d.gen), LogConfig{Fsync: cfg.Fsync, Logger: log, FsyncTimes: &d.fsyncTimes, openFile: cfg.openFile})
 	} else {
-		d.cur, err = CreateLog(logPath(cfg.Dir, d.gen), LogConfig{Fsync: cfg.Fsync, Logger: log, openFile: cfg.openFile})
+		d.cur, err = CreateLog(logPath(cfg.Dir, d.gen), LogConfig{Fsync: cfg.Fsync, Logger: log, FsyncTimes: &d.fsyncTimes, openFile: cfg.openFile})
 	}
 	if err != nil {
 		return nil, err
@@ -298,7 +305,7 @@ func decodeMeta(b []byte) (uint64, engine.Positions, int, error) {
 }
 
 // loadSnapshot restores the snapshot, if any.
-func (d *Durable) loadSnapshot() (uint64, engine.Positions, error) {
+func (d *Durable) loadSnapshot(pace *loadPacer) (uint64, engine.Positions, error) {
 	path := filepath.Join(d.cfg.Dir, snapshotFile)
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -320,13 +327,39 @@ func (d *Durable) loadSnapshot() (uint64, engine.Positions, error) {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return 0, nil, err
 	}
-	hdr, n, err := LoadSnapshot(f, d.e)
+	hdr, n, err := loadSnapshot(f, d.e, pace.record)
 	d.load.SnapshotKeys = n
 	if err != nil {
 		return 0, nil, fmt.Errorf("loading %s: %w", path, err)
 	}
 	d.clock.Observe(hdr.LastNow)
 	return firstGen, pos, nil
+}
+
+// loadPacer holds start-up to at most one record per KeyLoadDelay (a test
+// aid). It sleeps only once a millisecond or more ahead, so a delay of a
+// few microseconds per record paces the load as asked instead of costing a
+// timer's granularity per record.
+type loadPacer struct {
+	per   time.Duration
+	start time.Time
+	n     int64
+}
+
+func (p *loadPacer) record() {
+	if p.per <= 0 {
+		return
+	}
+	p.n++
+	if ahead := time.Duration(p.n)*p.per - time.Since(p.start); ahead >= time.Millisecond {
+		time.Sleep(ahead)
+	}
+}
+
+// FsyncHistogram is sluice_fsync_duration_seconds: every fsync of the
+// append-only file since start, bucketed (see FsyncTimes.Buckets).
+func (d *Durable) FsyncHistogram() (bounds []float64, cumulative []uint64, count uint64, sumSeconds float64) {
+	return d.fsyncTimes.Buckets()
 }
 
 // Append is the Journal's: it appends to the current log generation.
@@ -430,7 +463,7 @@ func (d *Durable) save() (err error) {
 		d.saves.Add(1)
 	}()
 	newGen := d.gen + 1
-	next, err := CreateLog(logPath(d.cfg.Dir, newGen), LogConfig{Fsync: d.cfg.Fsync, Logger: d.log, openFile: d.cfg.openFile})
+	next, err := CreateLog(logPath(d.cfg.Dir, newGen), LogConfig{Fsync: d.cfg.Fsync, Logger: d.log, FsyncTimes: &d.fsyncTimes, openFile: d.cfg.openFile})
 	if err != nil {
 		return err
 	}

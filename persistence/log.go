@@ -18,6 +18,10 @@ type LogConfig struct {
 	Fsync FsyncPolicy
 	// Logger receives failures and recoveries. Nil discards.
 	Logger *slog.Logger
+	// FsyncTimes, when set, records how long each fsync of the log took
+	// (the writer and the everysec fsyncer observe it after the call).
+	// Share one across a Durable's generations. Default none.
+	FsyncTimes *FsyncTimes
 
 	// Test hooks; the zero values mean the real thing.
 	openFile    func(name string, flag int, perm os.FileMode) (file, error) // default os.OpenFile
@@ -100,6 +104,7 @@ type Log struct {
 	f           file
 	policy      FsyncPolicy
 	logger      *slog.Logger
+	fsyncTimes  *FsyncTimes
 	syncEvery   time.Duration
 	retryMin    time.Duration
 	retryMax    time.Duration
@@ -262,6 +267,7 @@ func openLog(path string, cfg LogConfig) (*Log, error) {
 		f:           f,
 		policy:      cfg.Fsync,
 		logger:      cfg.Logger,
+		fsyncTimes:  cfg.FsyncTimes,
 		syncEvery:   cfg.syncEvery,
 		retryMin:    cfg.retryMin,
 		retryMax:    cfg.retryMax,
@@ -634,7 +640,7 @@ func (l *Log) write() {
 }
 
 func (l *Log) fsync(t target) {
-	err := l.f.Sync()
+	err := timedSync(l.f, l.fsyncTimes)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err != nil {
@@ -667,7 +673,7 @@ func (l *Log) syncLoop() {
 		l.syncing = true
 		l.mu.Unlock()
 
-		err := l.f.Sync()
+		err := timedSync(l.f, l.fsyncTimes)
 
 		l.mu.Lock()
 		l.syncing = false
@@ -747,7 +753,7 @@ func (l *Log) repair() bool {
 	}
 	clear(l.pieces)
 	if err == nil {
-		op, err = "fsync", l.f.Sync()
+		op, err = "fsync", timedSync(l.f, l.fsyncTimes)
 	}
 
 	l.mu.Lock()

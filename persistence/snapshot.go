@@ -441,6 +441,12 @@ const restoreChunk = 4096
 // refused with ErrCorruptSnapshot, after the records before the damage
 // were restored.
 func LoadSnapshot(r io.Reader, eng *engine.Engine) (SnapshotHeader, int, error) {
+	return loadSnapshot(r, eng, nil)
+}
+
+// loadSnapshot is LoadSnapshot calling each, if set, for every record
+// decoded.
+func loadSnapshot(r io.Reader, eng *engine.Engine, each func()) (SnapshotHeader, int, error) {
 	var (
 		recs  []engine.SnapshotRecord
 		slab  []byte
@@ -459,6 +465,9 @@ func LoadSnapshot(r io.Reader, eng *engine.Engine) (SnapshotHeader, int, error) 
 		return nil
 	}
 	h, err := DecodeSnapshot(r, func(rec engine.SnapshotRecord) error {
+		if each != nil {
+			each()
+		}
 		// The decoder reuses its buffers: copy out into a slab that lives
 		// until the chunk is restored.
 		need := len(rec.Key) + len(rec.Payload)

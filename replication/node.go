@@ -75,6 +75,8 @@ type Node struct {
 	leaderMu      sync.Mutex
 	leaderChanged chan struct{} // closed and replaced on every change
 	noLeaderSince atomic.Int64  // unix ns; 0 while a leader is known
+	leaderChanges atomic.Uint64 // leaders observed (LeaderChanges)
+	opened        time.Time     // LastLeaderContact's base before any contact
 
 	stats struct {
 		entries, commands, unknown, redirects atomic.Uint64
@@ -171,6 +173,7 @@ func Open(cfg Config, eng *engine.Engine) (*Node, error) {
 		obsCh:         make(chan raft.Observation, 64),
 		leaderChanged: make(chan struct{}),
 		stop:          make(chan struct{}),
+		opened:        time.Now(),
 	}
 	n.members.m = map[string]member{}
 	n.fsm = &fsm{n: n, eng: eng, log: n.log, gate: -1}
@@ -644,6 +647,7 @@ func (n *Node) watch() {
 					n.noLeaderSince.CompareAndSwap(0, time.Now().UnixNano())
 				} else {
 					n.noLeaderSince.Store(0)
+					n.leaderChanges.Add(1)
 				}
 				if string(lo.LeaderID) == n.id {
 					n.wg.Add(1)
@@ -678,6 +682,41 @@ func (n *Node) sweeper() {
 // the FSM has not yet consumed, it is published only after the entry is
 // applied, so two nodes with the same AppliedIndex hold the same state.
 func (n *Node) AppliedIndex() uint64 { return n.fsm.appliedIndex.Load() }
+
+// The readiness facts (/readyz, INFO, the raft metrics). Each reads Raft's
+// own atomics or a short lock, never waits on Raft's goroutines, so a
+// probe answers while Raft is busy.
+
+// HasLeader reports whether this node knows a leader, itself included.
+func (n *Node) HasLeader() bool {
+	_, id := n.raft.LeaderWithID()
+	return id != ""
+}
+
+// CommitIndex is the highest Raft index this node knows to be committed.
+// A follower learns it from the leader, so a follower cut off from the
+// leader does not know how far behind it falls.
+func (n *Node) CommitIndex() uint64 { return n.raft.CommitIndex() }
+
+// LastLeaderContact is how long ago this node last heard from a leader
+// (or granted a candidate its vote), or how long it has been open if it
+// never has. Meaningful on a follower; on the leader it is 0.
+func (n *Node) LastLeaderContact() time.Duration {
+	if n.IsLeader() {
+		return 0
+	}
+	last := n.raft.LastContact()
+	if last.IsZero() {
+		last = n.opened
+	}
+	return time.Since(last)
+}
+
+// LeaderChanges counts the leaders this node has observed taking office
+// since it opened (a loss of the leader is not counted; the next leader
+// is). Observations Raft drops when this node is slow to read them are
+// not counted either.
+func (n *Node) LeaderChanges() uint64 { return n.leaderChanges.Load() }
 
 // announceSelf records this node's client address in the replicated member
 // map if it is missing or stale, so followers can redirect to it.

@@ -133,8 +133,19 @@ func (s *Server) replicationLines() []string {
 	if v.Leader.ID == "" {
 		status = "down"
 	}
-	return append([]string{"role:slave", "master_host:" + host, "master_port:" + strconv.FormatInt(port, 10),
-		"master_link_status:" + status, "slave_repl_offset:" + strconv.FormatUint(v.Applied, 10)}, lines...)
+	link := []string{"master_link_status:" + status}
+	if rh, ok := s.backend.(RaftHealth); ok {
+		// As Redis: seconds since the leader was last heard from, or,
+		// while none is known, how long the link has been down.
+		ago := strconv.Itoa(int(rh.LastLeaderContact().Seconds()))
+		if status == "up" {
+			link = append(link, "master_last_io_seconds_ago:"+ago)
+		} else {
+			link = append(link, "master_last_io_seconds_ago:-1", "master_link_down_since_seconds:"+ago)
+		}
+	}
+	return append(append([]string{"role:slave", "master_host:" + host, "master_port:" + strconv.FormatInt(port, 10)}, link...),
+		append([]string{"slave_repl_offset:" + strconv.FormatUint(v.Applied, 10)}, lines...)...)
 }
 
 // ordered lists the leader first, then the others.

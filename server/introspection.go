@@ -243,11 +243,14 @@ func cmdInfo(s *Server, c *client, args [][]byte) {
 		clusterEnabled = "1"
 	}
 	section("cluster", "cluster_enabled:"+clusterEnabled)
-	persistence := []string{"aof_enabled:0"}
+	persistence := []string{s.health.loadingLine(), "async_loading:0"}
 	if s.cfg.Persistence != nil {
-		persistence = s.cfg.Persistence.InfoLines()
+		persistence = append(persistence, s.cfg.Persistence.InfoLines()...)
+	} else {
+		persistence = append(persistence, "aof_enabled:0")
 	}
 	section("persistence", persistence...)
+	section("health", s.health.infoLines()...)
 	keyspace := []string{}
 	if st.Keys > 0 {
 		keyspace = append(keyspace, "db0:keys="+strconv.FormatInt(st.Keys, 10)+",expires=0,avg_ttl=0")

@@ -81,6 +81,6 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 // registry, so two servers in one process do not collide.
 func (s *Server) MetricsHandler() http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newMetrics(s), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(newMetrics(s), newHealthMetrics(s.health), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }

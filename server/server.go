@@ -185,6 +185,10 @@ type Config struct {
 	SweepInterval time.Duration
 	// Logger; nil discards.
 	Logger *slog.Logger
+	// Health is the probes' state (/healthz, /readyz, INFO health), made
+	// with NewHealth before the process loads its state so that the probes
+	// answer during the load; New marks it loaded. Default: a new one.
+	Health *Health
 	// Scripts is the script cache and runner, shared with the engine
 	// (engine.Config.Scripts). Default: a cache of the server's own,
 	// whose scripts the engine then refuses to run.
@@ -226,6 +230,7 @@ type Server struct {
 	drainBy atomic.Int64
 
 	scripts *Scripts
+	health  *Health
 
 	acl            *ACL
 	aclLog         aclLog
@@ -302,6 +307,10 @@ func New(cfg Config, backend Backend) *Server {
 	if s.acl == nil {
 		s.acl = NewACL(cfg.RequirePass)
 	}
+	s.health = cfg.Health
+	if s.health == nil {
+		s.health = NewHealth(HealthConfig{})
+	}
 	s.scripts.acl.Store(s.acl)
 	gone := s.disconnectUsers
 	s.acl.onGone.Store(&gone)
@@ -319,6 +328,7 @@ func New(cfg Config, backend Backend) *Server {
 		s.sweeperWG.Add(1)
 		go s.sweep(sw)
 	}
+	s.health.attach(s)
 	return s
 }
 
@@ -434,6 +444,7 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.closing = true
+	s.health.stopping.Store(true) // /readyz: 503 while the connections drain
 	s.drainBy.Store(time.Now().Add(ShutdownDrain).UnixNano())
 	close(s.stop)
 	for _, ln := range s.listeners {

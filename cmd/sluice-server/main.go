@@ -45,6 +45,7 @@ var (
 	_ server.Backend    = (*replication.Node)(nil)
 	_ server.Cluster    = (*replication.Node)(nil)
 	_ server.Replicator = (*replication.Node)(nil)
+	_ server.RaftHealth = (*replication.Node)(nil)
 
 	_ replication.ReplicatedState = (*server.ACL)(nil)
 )
@@ -99,6 +100,9 @@ type options struct {
 	clusterElection   time.Duration
 	clusterLease      time.Duration
 	metricsAddr       string
+	readyMaxApplyLag  uint64
+	readyMaxContact   time.Duration
+	keyLoadDelay      int
 }
 
 func main() {
@@ -161,7 +165,10 @@ func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&o.clusterHeartbeat, "cluster-heartbeat-timeout", 500*time.Millisecond, "Raft heartbeat timeout")
 	fs.DurationVar(&o.clusterElection, "cluster-election-timeout", 500*time.Millisecond, "Raft election timeout")
 	fs.DurationVar(&o.clusterLease, "cluster-lease-timeout", 250*time.Millisecond, "Raft leader lease")
-	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics over HTTP at host:port/metrics (empty: off)")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics and the health probes over HTTP at host:port: /metrics, /healthz, /readyz (empty: off)")
+	fs.Uint64Var(&o.readyMaxApplyLag, "ready-max-apply-lag", server.DefaultReadyMaxApplyLag, "cluster mode: /readyz fails while this node's applied index is more than this many entries behind its commit index")
+	fs.DurationVar(&o.readyMaxContact, "ready-max-last-contact", server.DefaultReadyMaxLastContact, "cluster mode: /readyz fails on a follower that has not heard from a leader for longer")
+	fs.IntVar(&o.keyLoadDelay, "key-load-delay", 0, "test aid, as Redis's: load persisted state no faster than one record per this many microseconds")
 	return fs
 }
 
@@ -253,6 +260,11 @@ func run(args []string, stderr io.Writer) int {
 		log.Error("bad enable-debug-command", "err", err)
 		return 2
 	}
+	if o.readyMaxApplyLag == 0 || o.readyMaxContact <= 0 || o.keyLoadDelay < 0 {
+		log.Error("ready-max-apply-lag and ready-max-last-contact must be positive, key-load-delay not negative",
+			"ready-max-apply-lag", o.readyMaxApplyLag, "ready-max-last-contact", o.readyMaxContact, "key-load-delay", o.keyLoadDelay)
+		return 2
+	}
 
 	var clientTLS *server.TLS
 	if o.tlsPort.on() || strings.EqualFold(o.tlsCluster, "yes") {
@@ -274,6 +286,19 @@ func run(args []string, stderr io.Writer) int {
 	// The address this node announces and tools read: the first plain
 	// listener, or the first TLS one when there is none.
 	primary := all[0].Addr().String()
+
+	// The probes answer before the state loads: /healthz 200 at once,
+	// /readyz 503 until server.New below marks the load done.
+	health := server.NewHealth(server.HealthConfig{MaxApplyLag: o.readyMaxApplyLag, MaxLastContact: o.readyMaxContact})
+	if o.metricsAddr != "" {
+		metricsSrv, err := serveMetrics(o.metricsAddr, health, log)
+		if err != nil {
+			log.Error("cannot listen for metrics", "addr", o.metricsAddr, "err", err)
+			return 1
+		}
+		// Last: the probes answer 503 "shutting down" while the rest stops.
+		defer metricsSrv.Close()
+	}
 
 	// One clock for the process: the server stamps pipelines with it, and
 	// recovery and replication carry the times they restore into it.
@@ -317,6 +342,7 @@ func run(args []string, stderr io.Writer) int {
 	shutdownReq := make(chan bool, 1) // SHUTDOWN: the final snapshot or not
 	srv := server.New(server.Config{
 		ACL:         acl,
+		Health:      health,
 		Scripts:     scripts,
 		TLS:         clientTLS,
 		Clock:       clk,
@@ -379,21 +405,6 @@ func run(args []string, stderr io.Writer) int {
 	for _, ln := range all {
 		go func() { serveErr <- srv.Serve(ln) }()
 	}
-	var metricsSrv *http.Server
-	if o.metricsAddr != "" {
-		mln, err := net.Listen("tcp", o.metricsAddr)
-		if err != nil {
-			log.Error("cannot listen for metrics", "addr", o.metricsAddr, "err", err)
-			srv.Close()
-			closeBackend(node, durable, eng, log, true)
-			return 1
-		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", srv.MetricsHandler())
-		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go metricsSrv.Serve(mln)
-		log.Info("serving Prometheus metrics", "addr", mln.Addr().String()+"/metrics")
-	}
 	// Tests and tools read the addresses from this line.
 	ready := []any{"addr", primary}
 	if len(tlsAddrs) > 0 {
@@ -439,13 +450,23 @@ wait:
 			break wait
 		}
 	}
-	if metricsSrv != nil {
-		metricsSrv.Close()
-	}
 	srv.Close()
 	closeBackend(node, durable, eng, log, snapshot)
 	log.Info("Sluice is now ready to exit, bye bye...")
 	return code
+}
+
+// serveMetrics starts the metrics listener: /metrics, /healthz, /readyz.
+func serveMetrics(addr string, health *server.Health, log *slog.Logger) (*http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	hs := &http.Server{Handler: health.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go hs.Serve(ln)
+	// Tests and tools read the address from this line.
+	log.Info("serving Prometheus metrics and health probes", "metrics_addr", ln.Addr().String(), "paths", "/metrics,/healthz,/readyz")
+	return hs, nil
 }
 
 // closeBackend stops what serves the server, outermost first: the cluster
@@ -492,6 +513,7 @@ func openDurable(o options, eng *engine.Engine, clk *clock.Clock, log *slog.Logg
 	}
 	d, err := persistence.OpenDurable(eng, persistence.DurableConfig{
 		Dir: o.dir, Fsync: policy, AutoRewritePercent: pct, AutoRewriteMinSize: minSize, Clock: clk, Logger: log,
+		KeyLoadDelay: time.Duration(o.keyLoadDelay) * time.Microsecond,
 	})
 	if err != nil {
 		return nil, err
