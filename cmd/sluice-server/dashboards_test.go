@@ -114,6 +114,20 @@ func promQLSelectors(expr string) []selector {
 
 var metricName = regexp.MustCompile(`^sluice_[a-z0-9_]+$`)
 
+// groupingLabels returns the label names of an expression's by (...)
+// clauses.
+func groupingLabels(expr string) []string {
+	var out []string
+	for _, m := range byClause.FindAllStringSubmatch(expr, -1) {
+		for _, l := range strings.Split(m[1], ",") {
+			out = append(out, strings.TrimSpace(l))
+		}
+	}
+	return out
+}
+
+var byClause = regexp.MustCompile(`\bby\s*\(([^)]*)\)`)
+
 func TestPromQLSelectors(t *testing.T) {
 	for _, tc := range []struct {
 		expr string
@@ -133,6 +147,9 @@ func TestPromQLSelectors(t *testing.T) {
 		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
 			t.Errorf("%s:\n got %v\nwant %v", tc.expr, got, tc.want)
 		}
+	}
+	if got := groupingLabels(`max by (job, instance) (sum by(le,command) (x))`); fmt.Sprint(got) != "[job instance le command]" {
+		t.Errorf("grouping labels %v", got)
 	}
 }
 
@@ -355,15 +372,14 @@ func TestAlertRulesAreWellFormed(t *testing.T) {
 	}
 }
 
-// clusterOnlyNote: the raft and leader metrics exist only on a cluster
-// member, the append-only file's only on a standalone server, so both run.
-
 // TestDashboardAndAlertMetricsExist starts a standalone server (append-only
 // file, fsync always) and a one-node cluster, each with its metrics
 // listener, drives a little of everything through them, scrapes both, and
-// adds the families of a clientlib Limiter's collector. Every metric the
-// dashboard and the alerts read must be among them, with the labels their
-// matchers name; the failure lists each one that is not.
+// adds the families of a clientlib Limiter's collector: the raft and
+// leader metrics exist only on a cluster member, the append-only file's
+// only on a standalone server. Every metric the dashboard and the alerts
+// read must be among them, with the labels their matchers and by clauses
+// name; the failure lists each one that is not, and where it is read.
 func TestDashboardAndAlertMetricsExist(t *testing.T) {
 	exprs := readDashboard(t)
 	for e, where := range readAlerts(t) {
@@ -426,7 +442,7 @@ func TestDashboardAndAlertMetricsExist(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	if len(missing) > 0 {
-		t.Errorf("metrics read by docs/grafana-dashboard.json or docs/alerts.yml that neither sluice-server nor clientlib exposes:\n  %s",
+		t.Errorf("metrics and labels read by docs/grafana-dashboard.json or docs/alerts.yml that neither sluice-server nor clientlib exposes:\n  %s",
 			strings.Join(missing, "\n  "))
 	}
 }
@@ -451,11 +467,22 @@ func traffic(t *testing.T, rdb *redis.Client) {
 func missingMetrics(exprs map[string]string, fams map[string]*dto.MetricFamily) []string {
 	uses := map[string][]string{}
 	for expr, where := range exprs {
+		// Labels an expression groups by must be on one of its metrics.
+		grouped := map[string]bool{}
+		for _, l := range groupingLabels(expr) {
+			grouped[l] = l != "instance" && l != "job"
+		}
 		for _, s := range promQLSelectors(expr) {
 			f, name, extra := family(fams, s.name)
 			if f == nil {
 				uses[name] = append(uses[name], where)
+				grouped = nil // the missing metric is reported; its labels cannot be checked
 				continue
+			}
+			for l := range grouped {
+				if slices.Contains(extra, l) || hasLabel(f, l) {
+					grouped[l] = false
+				}
 			}
 			for _, lbl := range s.labels {
 				// Prometheus adds instance and job to every series it scrapes.
@@ -463,6 +490,12 @@ func missingMetrics(exprs map[string]string, fams map[string]*dto.MetricFamily) 
 					continue
 				}
 				key := fmt.Sprintf("%s{%s} (the metric exists, the label does not)", name, lbl)
+				uses[key] = append(uses[key], where)
+			}
+		}
+		for l, unseen := range grouped {
+			if unseen {
+				key := fmt.Sprintf("label %s, grouped by, on none of the metrics read", l)
 				uses[key] = append(uses[key], where)
 			}
 		}
