@@ -39,9 +39,9 @@ var sourceLabels = [...]struct {
 // several Limiters (one per policy: "login", "api") registers one
 // collector for each in the same registry:
 //
-//   - sluice_client_decisions_total{source}: decisions (AllowN, All,
-//     Acquire) by who answered them: server, fallback, fail_open or
-//     fail_closed. FailError's decisions return the error and are not
+//   - sluice_client_decisions_total{source}: decisions (AllowN, peeks
+//     included, All, Acquire) by who answered them: server, fallback,
+//     fail_open or fail_closed. FailError's decisions return the error and are not
 //     counted here; sluice_client_server_errors_total counts their cause.
 //   - sluice_client_fallback_episodes_total: how many times the server
 //     stopped answering and the failure policy took over (Stats.Alarms;
