@@ -287,18 +287,22 @@ func checkBrackets(t *testing.T, expr string) {
 
 // ruleFile is Prometheus's rule file format.
 type ruleFile struct {
-	Groups []struct {
-		Name     string `yaml:"name"`
-		Interval string `yaml:"interval"`
-		Rules    []struct {
-			Alert       string            `yaml:"alert"`
-			Record      string            `yaml:"record"`
-			Expr        string            `yaml:"expr"`
-			For         string            `yaml:"for"`
-			Labels      map[string]string `yaml:"labels"`
-			Annotations map[string]string `yaml:"annotations"`
-		} `yaml:"rules"`
-	} `yaml:"groups"`
+	Groups []ruleGroup `yaml:"groups"`
+}
+
+type ruleGroup struct {
+	Name     string `yaml:"name"`
+	Interval string `yaml:"interval,omitempty"`
+	Rules    []rule `yaml:"rules"`
+}
+
+type rule struct {
+	Alert       string            `yaml:"alert,omitempty"`
+	Record      string            `yaml:"record,omitempty"`
+	Expr        string            `yaml:"expr"`
+	For         string            `yaml:"for,omitempty"`
+	Labels      map[string]string `yaml:"labels,omitempty"`
+	Annotations map[string]string `yaml:"annotations,omitempty"`
 }
 
 // readAlerts checks the rule file's structure and returns its
@@ -331,7 +335,7 @@ func readAlerts(t *testing.T) map[string]string {
 				t.Errorf("group %s: rule %q/%q: every rule here is an alert, with a name of its own", g.Name, r.Alert, r.Record)
 			}
 			alerts[r.Alert] = true
-			if _, err := model.ParseDuration(r.For); err != nil {
+			if _, err := model.ParseDuration(r.For); r.For != "" && err != nil {
 				t.Errorf("%s: for %q: %v", r.Alert, r.For, err)
 			}
 			if s := r.Labels["severity"]; s != "critical" && s != "warning" {
@@ -369,6 +373,43 @@ func TestGrafanaDashboardIsWellFormed(t *testing.T) {
 func TestAlertRulesAreWellFormed(t *testing.T) {
 	if n := len(readAlerts(t)); n < 10 {
 		t.Errorf("%d expressions: the rules lost their alerts", n)
+	}
+}
+
+// TestAlertRulesWithPromtool has Prometheus's own tool parse the rules and
+// the dashboard's expressions, and run the rules' unit tests (testdata/alerts_test.yml: synthetic series,
+// and which alerts fire when, the fallback alert's minute included).
+// promtool comes with Prometheus (Debian: apt install prometheus); without
+// it the test is skipped, CI included, since CI does not install it.
+func TestAlertRulesWithPromtool(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skipf("promtool not installed: %v", err)
+	}
+	// The dashboard's expressions, as recording rules, so that promtool
+	// parses them too; Grafana's variables become what it would send.
+	vars := strings.NewReplacer("$__rate_interval", "1m", "$__range", "1h", "$instance", ".*")
+	var rules ruleFile
+	rules.Groups = make([]ruleGroup, 1)
+	rules.Groups[0].Name = "dashboard"
+	for expr := range readDashboard(t) {
+		if strings.HasPrefix(expr, "label_values(") {
+			continue // a Grafana function, not PromQL
+		}
+		rules.Groups[0].Rules = append(rules.Groups[0].Rules, rule{Record: fmt.Sprintf("dashboard:expr%d", len(rules.Groups[0].Rules)), Expr: vars.Replace(expr)})
+	}
+	b, err := yaml.Marshal(rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dashRules := t.TempDir() + "/dashboard-rules.yml"
+	if err := os.WriteFile(dashRules, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"check", "rules", alertsPath}, {"check", "rules", dashRules}, {"test", "rules", "testdata/alerts_test.yml"}} {
+		if out, err := exec.Command(promtool, args...).CombinedOutput(); err != nil {
+			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
 	}
 }
 
