@@ -465,7 +465,9 @@ func TestDashboardAndAlertMetricsExist(t *testing.T) {
 		}
 		fams := scrape(t, standaloneMetrics)
 		for name, f := range scrape(t, memberMetrics) {
-			if _, ok := fams[name]; !ok {
+			if g, ok := fams[name]; ok {
+				g.Metric = append(g.Metric, f.Metric...) // labels either node has count
+			} else {
 				fams[name] = f
 			}
 		}
