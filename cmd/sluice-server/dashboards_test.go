@@ -414,11 +414,12 @@ func TestAlertRulesWithPromtool(t *testing.T) {
 }
 
 // TestDashboardAndAlertMetricsExist starts a standalone server (append-only
-// file, fsync always) and a one-node cluster, each with its metrics
-// listener, drives a little of everything through them, scrapes both, and
-// adds the families of a clientlib Limiter's collector: the raft and
-// leader metrics exist only on a cluster member, the append-only file's
-// only on a standalone server. Every metric the dashboard and the alerts
+// file, fsync always) and a two-node cluster, each with its metrics
+// listener, drives a little of everything through the standalone server
+// and the leader, scrapes all three, and adds the families of a clientlib
+// Limiter's collector: the raft and leader metrics exist only on a cluster
+// member (some only on a follower), the append-only file's only on a
+// standalone server. Every metric the dashboard and the alerts
 // read must be among them, with the labels their matchers and by clauses
 // name; the failure lists each one that is not, and where it is read.
 func TestDashboardAndAlertMetricsExist(t *testing.T) {
@@ -430,6 +431,9 @@ func TestDashboardAndAlertMetricsExist(t *testing.T) {
 	standalone, standaloneMetrics := startWithMetrics(t, "--dir", t.TempDir(), "--requirepass", "pw", "--appendfsync", "always")
 	member, memberMetrics := startWithMetrics(t, "--dir", t.TempDir(), "--requirepass", "pw",
 		"--cluster-enabled", "yes", "--cluster-bootstrap", "yes")
+	// A follower: some raft metrics (last contact) are followers' only.
+	_, followerMetrics := startWithMetrics(t, "--dir", t.TempDir(), "--requirepass", "pw",
+		"--cluster-enabled", "yes", "--cluster-join", member)
 	clients := map[string]*redis.Client{}
 	for _, addr := range []string{standalone, member} {
 		rdb := redis.NewClient(&redis.Options{Addr: addr, Password: "pw", MaxRetries: -1})
@@ -463,12 +467,14 @@ func TestDashboardAndAlertMetricsExist(t *testing.T) {
 		for _, rdb := range clients {
 			traffic(t, rdb)
 		}
-		fams := scrape(t, standaloneMetrics)
-		for name, f := range scrape(t, memberMetrics) {
-			if g, ok := fams[name]; ok {
-				g.Metric = append(g.Metric, f.Metric...) // labels either node has count
-			} else {
-				fams[name] = f
+		fams := map[string]*dto.MetricFamily{}
+		for _, url := range []string{standaloneMetrics, memberMetrics, followerMetrics} {
+			for name, f := range scrape(t, url) {
+				if g, ok := fams[name]; ok {
+					g.Metric = append(g.Metric, f.Metric...) // labels any node has count
+				} else {
+					fams[name] = f
+				}
 			}
 		}
 		gathered, err := reg.Gather()
