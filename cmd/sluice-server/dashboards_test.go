@@ -632,27 +632,34 @@ func startWithMetrics(t *testing.T, args ...string) (addr, metricsURL string) {
 	type lines struct{ addr, metrics string }
 	ready := make(chan lines, 1)
 	go func() {
-		field := regexp.MustCompile(`\baddr=(\S+)`)
+		addr := regexp.MustCompile(`\saddr=(\S+)`)
+		metricsAddr := regexp.MustCompile(`\s(?:metrics_)?addr=(\S+)`)
 		var got lines
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			line := sc.Text()
 			t.Log(line)
-			m := field.FindStringSubmatch(line)
 			switch {
-			case m == nil:
-			case strings.Contains(line, `msg="serving Prometheus metrics"`):
-				got.metrics = m[1]
+			case strings.Contains(line, `msg="serving Prometheus metrics`):
+				if m := metricsAddr.FindStringSubmatch(line); m != nil {
+					got.metrics = m[1]
+				}
 			case strings.Contains(line, `msg="Ready to accept connections"`):
-				got.addr = m[1]
+				if m := addr.FindStringSubmatch(line); m != nil {
+					got.addr = m[1]
+				}
 				ready <- got
 			}
 		}
 	}()
 	select {
 	case got := <-ready:
-		if got.metrics == "" {
-			t.Fatal("sluice-server did not log its metrics address before its ready line")
+		if got.metrics == "" || got.addr == "" {
+			t.Fatalf("sluice-server did not log its metrics address before its ready line, or no address: %+v", got)
+		}
+		// The metrics line names host:port/metrics, or host:port alone.
+		if !strings.Contains(got.metrics, "/") {
+			got.metrics += "/metrics"
 		}
 		return got.addr, "http://" + got.metrics
 	case <-time.After(30 * time.Second):
