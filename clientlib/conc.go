@@ -98,6 +98,7 @@ func (l *Limiter) Acquire(ctx context.Context, key string, max int, lease time.D
 	switch {
 	case err == nil:
 		l.observe(true, sent, nil)
+		l.answers.answered(FromServer)
 	case callerGaveUp(ctx):
 		return nil, false, err
 	case unavailable(err):
@@ -140,6 +141,7 @@ func (l *Limiter) concPolicy(key string, limit int, lease time.Duration, sentID 
 		ls.Source = FromFallback
 		ls.acquired = l.concFallback.acquire(ls, limit, lease, l)
 	}
+	l.answers.answered(ls.Source)
 	if ls.acquired {
 		ls.ID = sentID
 	}

@@ -98,6 +98,16 @@
 // when the request was sent), so it never admits what the server would have
 // refused.
 //
+// # Metrics
+//
+// Collector exports a Limiter's counters to Prometheus under a limiter
+// label: decisions by who answered them (server, fallback, fail_open,
+// fail_closed), fallback episodes, a 0/1 gauge that is 1 while the policy
+// answers, over-limit cache hits and server errors. An application on its
+// fallback enforces only approximate, per-process limits, so alert on
+// sluice_client_fallback_active (docs/alerts.yml does). Each decision pays
+// one atomic add for them; the rest is read when scraped.
+//
 // # Middleware
 //
 // Middleware charges every Rule that applies to a request through All, sets

@@ -95,6 +95,8 @@ type Limiter struct {
 
 	alarms        atomic.Uint64
 	policyAnswers atomic.Uint64
+	answers       answerCounts  // decisions by Source (metrics.go)
+	serverErrors  atomic.Uint64 // calls that found the server unavailable
 
 	ids *idSource // request ids (reqid.go)
 
@@ -230,6 +232,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, limit Limit, n int64) 
 	switch {
 	case err == nil:
 		l.observe(true, sent, nil)
+		l.answers.answered(FromServer)
 	case callerGaveUp(ctx):
 		return Result{}, err
 	case unavailable(err):
@@ -495,6 +498,7 @@ func (l *Limiter) All(ctx context.Context, reqs ...Request) (AllResult, error) {
 	switch {
 	case err == nil:
 		l.observe(true, sent, nil)
+		l.answers.answered(FromServer)
 	case callerGaveUp(ctx):
 		return AllResult{}, err
 	case unavailable(err):

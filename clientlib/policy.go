@@ -108,6 +108,9 @@ func callerGaveUp(ctx context.Context) bool { return ctx.Err() != nil }
 // flight when the server died, or a failure from before it came back) and
 // is ignored, so the alarm does not flap at the edges of an outage.
 func (l *Limiter) observe(ok bool, sent int64, err error) {
+	if !ok {
+		l.serverErrors.Add(1)
+	}
 	if l.degraded.Load() != ok {
 		return
 	}
@@ -163,12 +166,15 @@ func (l *Limiter) policyResult(key string, limit Limit, cost int64, now timeNow,
 	cause = failedErr(cause)
 	switch l.policy {
 	case FailOpen:
+		l.answers.answered(FromFailOpen)
 		return Result{Allowed: true, Limit: limit.Max(), Remaining: -1, RetryAfter: -1, ResetAt: now.wall, Source: FromFailOpen, Err: cause}, nil
 	case FailClosed:
+		l.answers.answered(FromFailClosed)
 		return failClosedResult(limit, now, cause), nil
 	case FailError:
 		return Result{}, cause
 	}
+	l.answers.answered(FromFallback)
 	r := l.fallback.decide(key, limit, cost, now)
 	r.Err = cause
 	return r, nil
@@ -194,17 +200,20 @@ func (l *Limiter) policyAll(reqs []Request, now timeNow, cause error) (AllResult
 		for i, q := range reqs {
 			res.Results[i] = Result{Allowed: true, Limit: q.Limit.Max(), Remaining: -1, RetryAfter: -1, ResetAt: now.wall, Source: FromFailOpen, Err: cause}
 		}
+		l.answers.answered(res.Source)
 		return res, nil
 	case FailClosed:
 		res.Index, res.Source = 0, FromFailClosed
 		for i, q := range reqs {
 			res.Results[i] = failClosedResult(q.Limit, now, cause)
 		}
+		l.answers.answered(res.Source)
 		return res, nil
 	case FailError:
 		return AllResult{}, cause
 	}
 	res.Source = FromFallback
+	l.answers.answered(res.Source)
 	l.fallback.all(reqs, res.Results, now)
 	res.Allowed = true
 	for i := range res.Results {
