@@ -379,13 +379,10 @@ func TestAlertRulesAreWellFormed(t *testing.T) {
 // TestAlertRulesWithPromtool has Prometheus's own tool parse the rules and
 // the dashboard's expressions, and run the rules' unit tests (testdata/alerts_test.yml: synthetic series,
 // and which alerts fire when, the fallback alert's minute included).
-// promtool comes with Prometheus (Debian: apt install prometheus); without
-// it the test is skipped, CI included, since CI does not install it.
+// promtool comes with Prometheus (Debian: apt install prometheus, which
+// .ci/run does); elsewhere the test is skipped without it.
 func TestAlertRulesWithPromtool(t *testing.T) {
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Skipf("promtool not installed: %v", err)
-	}
+	promtool := sluicetest.Require(t, "promtool")
 	// The dashboard's expressions, as recording rules, so that promtool
 	// parses them too; Grafana's variables become what it would send.
 	vars := strings.NewReplacer("$__rate_interval", "1m", "$__range", "1h", "$instance", ".*")
