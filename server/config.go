@@ -18,7 +18,7 @@ import (
 // cmdConfig: CONFIG GET pattern..., CONFIG SET param value, CONFIG RESETSTAT.
 // The settable subset is maxmemory, maxclients, timeout, tcp-keepalive,
 // reqid-window, requirepass, busy-reply-threshold (lua-time-limit),
-// script-acceleration, client-output-buffer-limit and
+// script-acceleration, hotkeys-tracking, client-output-buffer-limit and
 // client-query-buffer-limit; the rest is read-only and documented as such.
 func cmdConfig(s *Server, c *client, args [][]byte) {
 	sub := strings.ToLower(string(args[1]))
@@ -86,6 +86,7 @@ func (s *Server) configValues() map[string]string {
 		"busy-reply-threshold":       strconv.FormatInt(s.scripts.BusyThreshold().Milliseconds(), 10),
 		"lua-time-limit":             strconv.FormatInt(s.scripts.BusyThreshold().Milliseconds(), 10),
 		"script-acceleration":        map[bool]string{true: "no", false: "yes"}[s.scripts.accel.off.Load()],
+		"hotkeys-tracking":           s.hotKeysTracking(),
 		"client-output-buffer-limit": s.obuf.Load().String(),
 		"client-query-buffer-limit":  strconv.FormatInt(s.qbufLimit.Load(), 10),
 	}
@@ -174,6 +175,8 @@ func (s *Server) configSet(name, value string) error {
 		default:
 			return errors.New("argument must be 'yes' or 'no'")
 		}
+	case "hotkeys-tracking":
+		return s.setHotKeysTracking(value)
 	case "client-output-buffer-limit":
 		// Redis splits the value at every single space (two spaces make
 		// an empty word); an empty value changes nothing.

@@ -2,6 +2,10 @@ package server
 
 import (
 	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/sluicehq/sluice/engine"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -25,27 +29,33 @@ type metrics struct {
 	leader      *prometheus.Desc
 	leases      *prometheus.Desc
 	retries     *prometheus.Desc
+	// The hot keys, top defaultHotKeysCount of each ranking: at most 20
+	// series, labelled by rank ("1".."10") and key.
+	hotDecisions *prometheus.Desc
+	hotRefusals  *prometheus.Desc
 }
 
 func newMetrics(s *Server) *metrics {
 	return &metrics{
-		s:           s,
-		decisions:   prometheus.NewDesc("sluice_decisions_total", "Rate-limit decisions, by outcome.", []string{"outcome"}, nil),
-		commands:    prometheus.NewDesc("sluice_commands_processed_total", "Commands processed.", nil, nil),
-		connections: prometheus.NewDesc("sluice_connections_received_total", "Connections accepted.", nil, nil),
-		clients:     prometheus.NewDesc("sluice_connected_clients", "Open client connections.", nil, nil),
-		keys:        prometheus.NewDesc("sluice_keys", "Stored keys, counting expired ones not yet swept.", nil, nil),
-		swept:       prometheus.NewDesc("sluice_keys_swept_total", "Expired keys freed by the sweeper.", nil, nil),
-		memory:      prometheus.NewDesc("sluice_used_memory_bytes", "Bytes held by the shard tables (what maxmemory limits).", nil, nil),
-		maxMemory:   prometheus.NewDesc("sluice_maxmemory_bytes", "The memory limit; 0 for none.", nil, nil),
-		leader:      prometheus.NewDesc("sluice_cluster_leader", "1 on the cluster leader, 0 on a follower (cluster mode only).", nil, nil),
-		leases:      prometheus.NewDesc("sluice_leases_total", "CONC.ACQUIREs, by outcome (acquired: a new lease or a held id's renewal; refused: the key full).", []string{"outcome"}, nil),
-		retries:     prometheus.NewDesc("sluice_reqid_retries_answered_total", "Decisions answered from a REQID receipt: retries charged nothing.", nil, nil),
+		s:            s,
+		decisions:    prometheus.NewDesc("sluice_decisions_total", "Rate-limit decisions, by outcome.", []string{"outcome"}, nil),
+		commands:     prometheus.NewDesc("sluice_commands_processed_total", "Commands processed.", nil, nil),
+		connections:  prometheus.NewDesc("sluice_connections_received_total", "Connections accepted.", nil, nil),
+		clients:      prometheus.NewDesc("sluice_connected_clients", "Open client connections.", nil, nil),
+		keys:         prometheus.NewDesc("sluice_keys", "Stored keys, counting expired ones not yet swept.", nil, nil),
+		swept:        prometheus.NewDesc("sluice_keys_swept_total", "Expired keys freed by the sweeper.", nil, nil),
+		memory:       prometheus.NewDesc("sluice_used_memory_bytes", "Bytes held by the shard tables (what maxmemory limits).", nil, nil),
+		maxMemory:    prometheus.NewDesc("sluice_maxmemory_bytes", "The memory limit; 0 for none.", nil, nil),
+		leader:       prometheus.NewDesc("sluice_cluster_leader", "1 on the cluster leader, 0 on a follower (cluster mode only).", nil, nil),
+		leases:       prometheus.NewDesc("sluice_leases_total", "CONC.ACQUIREs, by outcome (acquired: a new lease or a held id's renewal; refused: the key full).", []string{"outcome"}, nil),
+		retries:      prometheus.NewDesc("sluice_reqid_retries_answered_total", "Decisions answered from a REQID receipt: retries charged nothing.", nil, nil),
+		hotDecisions: prometheus.NewDesc("sluice_hot_key_decisions_per_second", "Estimated decisions per second of the 10 hottest keys (LIMIT.HOTKEYS BY decisions), by rank.", []string{"rank", "key"}, nil),
+		hotRefusals:  prometheus.NewDesc("sluice_hot_key_refusals_per_second", "Estimated refusals per second of the 10 most refused keys (LIMIT.HOTKEYS BY refusals), by rank.", []string{"rank", "key"}, nil),
 	}
 }
 
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.decisions, m.commands, m.connections, m.clients, m.keys, m.swept, m.memory, m.maxMemory, m.leader, m.leases, m.retries} {
+	for _, d := range []*prometheus.Desc{m.decisions, m.commands, m.connections, m.clients, m.keys, m.swept, m.memory, m.maxMemory, m.leader, m.leases, m.retries, m.hotDecisions, m.hotRefusals} {
 		ch <- d
 	}
 }
@@ -64,6 +74,16 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.leases, prometheus.CounterValue, float64(st.LeasesAcquired), "acquired")
 	ch <- prometheus.MustNewConstMetric(m.leases, prometheus.CounterValue, float64(st.LeasesRefused), "refused")
 	ch <- prometheus.MustNewConstMetric(m.retries, prometheus.CounterValue, float64(st.ReceiptHits))
+	if h, ok := m.s.hotKeys(); ok && h.HotKeysTracking() {
+		now := m.s.clock.Now()
+		for by, desc := range map[engine.HotKeyBy]*prometheus.Desc{engine.HotByDecisions: m.hotDecisions, engine.HotByRefusals: m.hotRefusals} {
+			for i, k := range h.HotKeys(by, defaultHotKeysCount, now) {
+				// A label must be UTF-8; a key need not be.
+				key := strings.ToValidUTF8(string(k.Key), "\uFFFD")
+				ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, k.Rate, strconv.Itoa(i+1), key)
+			}
+		}
+	}
 	if cl, ok := m.s.clustered(); ok {
 		leader := 0.0
 		if cl.ClusterView().Self.Leader {

@@ -175,6 +175,9 @@ type Config struct {
 	SweepInterval time.Duration
 	// Logger; nil discards.
 	Logger *slog.Logger
+	// HotKeys serves LIMIT.HOTKEYS and hotkeys-tracking. Default: the
+	// backend, if it implements it (the engine does; its wrappers do not).
+	HotKeys HotKeys
 	// Scripts is the script cache and runner, shared with the engine
 	// (engine.Config.Scripts). Default: a cache of the server's own,
 	// whose scripts the engine then refuses to run.
