@@ -15,7 +15,7 @@ import (
 // keys by decisions and by refusals, on the shard's owner goroutine like the
 // table itself: the decision path takes no lock. A sketch holds
 // HotKeysCapacity counters; a decision on a tracked key costs a hash probe
-// and an increment, one on an untracked key takes over the smallest counter
+// and an O(1) increment, one on an untracked key takes over a smallest counter
 // (copying the key into the sketch's preallocated bytes) and records that
 // counter's old value as the newcomer's error. So, per window and shard, of
 // N decisions:
@@ -25,15 +25,16 @@ import (
 //   - any key with more than N/HotKeysCapacity decisions is tracked.
 //
 // Decay: the counts are per window of HotKeysWindow of the shard's own time,
-// a current and a previous sketch swapped when a decision (or a read) finds
-// the window over, as a sliding window counter does. A key's count is its
+// a current and a previous sketch swapped when a decision finds the window
+// over (a read past it sees what the swap would leave), as a sliding window
+// counter does. A key's count is its
 // decisions in the current and previous window (the last 10 to 20 s); its
 // rate weighs the previous window by the part of it still inside the last
 // HotKeysWindow, as SW.CHECK does.
 
 const (
 	// HotKeysCapacity is the counters per sketch: 128 keeps a sketch's
-	// bytes (about 20 KiB with the keys) small enough that four per shard
+	// bytes (about 23 KiB with the keys) small enough that four per shard
 	// cost nothing worth counting, while any key with more than 1/128 of
 	// its shard's decisions in a window is guaranteed to be tracked, with
 	// a count off by at most 1/128 of them.
@@ -68,28 +69,55 @@ type HotKey struct {
 	Rate float64
 }
 
-// hotSketch is one Space-Saving summary: counters in slots, a min-heap of
-// the slots by count (the root is the counter a new key takes over) and a
-// hash index from key to slot. Fixed size: nothing allocates after it is
-// made.
+// hotSketch is one Space-Saving summary, as a Stream-Summary: counters in
+// slots, the slots grouped in buckets of equal count kept in ascending
+// order (the smallest bucket holds the counters a new key may take over;
+// an increment moves a slot to the next bucket up), and a hash index from
+// key to slot. Every step is O(1). Fixed size: nothing allocates after it
+// is made, and the zero value is empty. Bucket and slot references that
+// may be absent are stored +1 (0: none).
 type hotSketch struct {
-	n     int // slots in use
-	hash  [HotKeysCapacity]uint64
-	count [HotKeysCapacity]int64
-	err   [HotKeysCapacity]int64
-	klen  [HotKeysCapacity]int // the whole key's length
-	heap  [HotKeysCapacity]uint8
-	pos   [HotKeysCapacity]uint8 // a slot's place in heap
-	index [hotIndexSize]uint8    // slot+1; 0 is empty
-	keys  [HotKeysCapacity * hotKeyBytes]byte
+	n       int // slots in use
+	slots   [HotKeysCapacity]hotSlot
+	buckets [HotKeysCapacity]hotBucket
+	bmin    uint8                  // the smallest bucket, +1
+	nb      int                    // buckets ever taken
+	bfree   [HotKeysCapacity]uint8 // buckets given back
+	nfree   int
+	index   [hotIndexSize]uint32 // tag(hash) | slot+1; 0 is empty
+	keys    [HotKeysCapacity * hotKeyBytes]byte
 }
+
+// hotSlot is one counter; its fields share a cache line, as a probe and
+// an increment read them together.
+type hotSlot struct {
+	hash       uint64
+	err        int64
+	klen       int   // the whole key's length
+	bucket     uint8 // +1
+	next, prev uint8 // its neighbours in its bucket (a ring)
+}
+
+// hotBucket is the slots of one count.
+type hotBucket struct {
+	count    int64
+	head     uint8 // a slot of the bucket
+	up, down uint8 // the next larger and smaller bucket, +1
+}
+
+func (s *hotSketch) count(slot int) int64 { return s.buckets[s.slots[slot].bucket-1].count }
 
 // home is a hash's first index position. The low bits chose the shard, so
 // the index takes the high ones.
 func home(h uint64) int { return int(h >> 56 & (hotIndexSize - 1)) }
 
+// tag is what an index entry keeps of a hash besides its slot: its home
+// (so that removing an entry reads no slot) and 16 more bits (so that a
+// probe reads a slot only when they match).
+func tag(h uint64) uint32 { return uint32(home(h))<<24 | uint32(h>>32&0xffff)<<8 }
+
 func (s *hotSketch) stored(slot int) []byte {
-	return s.keys[slot*hotKeyBytes : slot*hotKeyBytes+min(s.klen[slot], hotKeyBytes)]
+	return s.keys[slot*hotKeyBytes : slot*hotKeyBytes+min(s.slots[slot].klen, hotKeyBytes)]
 }
 
 // find returns the slot tracking key, or -1 and the empty index position
@@ -101,13 +129,17 @@ func (s *hotSketch) find(key []byte, h uint64) (slot, at int) {
 // findStored is find given what a sketch stores of a key: its first
 // hotKeyBytes bytes and its length.
 func (s *hotSketch) findStored(prefix []byte, klen int, h uint64) (slot, at int) {
+	want := tag(h)
 	for i := home(h); ; i = (i + 1) & (hotIndexSize - 1) {
 		v := s.index[i]
 		if v == 0 {
 			return -1, i
 		}
-		slot := int(v - 1)
-		if s.hash[slot] == h && s.klen[slot] == klen && bytes.Equal(s.stored(slot), prefix) {
+		if v&^0xff != want {
+			continue
+		}
+		slot := int(v&0xff) - 1
+		if s.slots[slot].hash == h && s.slots[slot].klen == klen && bytes.Equal(s.stored(slot), prefix) {
 			return slot, i
 		}
 	}
@@ -117,42 +149,130 @@ func (s *hotSketch) findStored(prefix []byte, klen int, h uint64) (slot, at int)
 func (s *hotSketch) add(key []byte, h uint64) {
 	slot, at := s.find(key, h)
 	if slot >= 0 {
-		s.count[slot]++
-		s.down(int(s.pos[slot]))
+		s.increment(slot)
 		return
 	}
 	if s.n < HotKeysCapacity {
 		slot = s.n
 		s.n++
-		s.heap[slot], s.pos[slot] = uint8(slot), uint8(slot)
-		s.count[slot], s.err[slot] = 1, 0
+		s.slots[slot].err = 0
 		s.keep(slot, key, h, at)
-		s.up(slot)
+		if s.bmin != 0 && s.buckets[s.bmin-1].count == 1 {
+			s.attach(slot, int(s.bmin-1), false)
+			return
+		}
+		b := s.newBucket(1)
+		s.buckets[b].up, s.buckets[b].down = s.bmin, 0
+		if s.bmin != 0 {
+			s.buckets[s.bmin-1].down = uint8(b + 1)
+		}
+		s.bmin = uint8(b + 1)
+		s.attach(slot, b, true)
 		return
 	}
-	// Space-Saving: the newcomer takes the smallest counter over; that
+	// Space-Saving: the newcomer takes a smallest counter over; that
 	// count is as much as it could have had while untracked.
-	slot = int(s.heap[0])
+	slot = int(s.buckets[s.bmin-1].head)
 	s.unindex(slot)
-	s.err[slot] = s.count[slot]
-	s.count[slot]++
+	s.slots[slot].err = s.count(slot)
 	_, at = s.find(key, h)
 	s.keep(slot, key, h, at)
-	s.down(0)
+	s.increment(slot)
+}
+
+// increment adds one to slot's count: it moves to the bucket above, made
+// if need be, or its bucket's count grows if it was alone there.
+func (s *hotSketch) increment(slot int) {
+	b := int(s.slots[slot].bucket - 1)
+	c := s.buckets[b].count + 1
+	alone := int(s.slots[slot].next) == slot
+	if up := s.buckets[b].up; up != 0 && s.buckets[up-1].count == c {
+		if alone {
+			s.dropBucket(b)
+		} else {
+			s.detach(slot, b)
+		}
+		s.attach(slot, int(up-1), false)
+		return
+	}
+	if alone {
+		s.buckets[b].count = c // still below the bucket above
+		return
+	}
+	s.detach(slot, b)
+	nb := s.newBucket(c)
+	up := s.buckets[b].up
+	s.buckets[nb].up, s.buckets[nb].down = up, uint8(b+1)
+	s.buckets[b].up = uint8(nb + 1)
+	if up != 0 {
+		s.buckets[up-1].down = uint8(nb + 1)
+	}
+	s.attach(slot, nb, true)
+}
+
+func (s *hotSketch) newBucket(count int64) int {
+	var b int
+	if s.nfree > 0 {
+		s.nfree--
+		b = int(s.bfree[s.nfree])
+	} else {
+		b = s.nb
+		s.nb++
+	}
+	s.buckets[b].count = count
+	return b
+}
+
+// dropBucket unlinks an emptied bucket and gives it back.
+func (s *hotSketch) dropBucket(b int) {
+	up, down := s.buckets[b].up, s.buckets[b].down
+	if down != 0 {
+		s.buckets[down-1].up = up
+	} else {
+		s.bmin = up
+	}
+	if up != 0 {
+		s.buckets[up-1].down = down
+	}
+	s.bfree[s.nfree] = uint8(b)
+	s.nfree++
+}
+
+// attach puts slot in bucket b's ring (a new ring when b is empty).
+func (s *hotSketch) attach(slot, b int, empty bool) {
+	s.slots[slot].bucket = uint8(b + 1)
+	if empty {
+		s.slots[slot].next, s.slots[slot].prev = uint8(slot), uint8(slot)
+		s.buckets[b].head = uint8(slot)
+		return
+	}
+	head := s.buckets[b].head
+	last := s.slots[head].prev
+	s.slots[last].next, s.slots[slot].prev = uint8(slot), last
+	s.slots[slot].next, s.slots[head].prev = head, uint8(slot)
+}
+
+// detach takes slot out of bucket b's ring, which it shares.
+func (s *hotSketch) detach(slot, b int) {
+	n, p := s.slots[slot].next, s.slots[slot].prev
+	s.slots[p].next, s.slots[n].prev = n, p
+	if int(s.buckets[b].head) == slot {
+		s.buckets[b].head = n
+	}
 }
 
 func (s *hotSketch) keep(slot int, key []byte, h uint64, at int) {
-	s.hash[slot], s.klen[slot] = h, len(key)
+	s.slots[slot].hash, s.slots[slot].klen = h, len(key)
 	copy(s.keys[slot*hotKeyBytes:slot*hotKeyBytes+hotKeyBytes], key)
-	s.index[at] = uint8(slot + 1)
+	s.index[at] = tag(h) | uint32(slot+1)
 }
 
 // unindex removes slot from the index, shifting back the entries after it
 // that would no longer be found (linear probing needs no tombstones).
 func (s *hotSketch) unindex(slot int) {
 	const mask = hotIndexSize - 1
-	i := home(s.hash[slot])
-	for int(s.index[i]) != slot+1 {
+	i := home(s.slots[slot].hash)
+	for int(s.index[i]&0xff) != slot+1 {
 		i = (i + 1) & mask
 	}
 	for j := i; ; {
@@ -162,7 +282,7 @@ func (s *hotSketch) unindex(slot int) {
 			s.index[i] = 0
 			return
 		}
-		k := home(s.hash[v-1])
+		k := int(v >> 24)
 		// The entry at j stays if its home lies cyclically in (i, j].
 		if (i <= j && i < k && k <= j) || (i > j && (i < k || k <= j)) {
 			continue
@@ -172,50 +292,13 @@ func (s *hotSketch) unindex(slot int) {
 	}
 }
 
-func (s *hotSketch) less(a, b int) bool { return s.count[s.heap[a]] < s.count[s.heap[b]] }
-
-func (s *hotSketch) swap(a, b int) {
-	s.heap[a], s.heap[b] = s.heap[b], s.heap[a]
-	s.pos[s.heap[a]], s.pos[s.heap[b]] = uint8(a), uint8(b)
-}
-
-func (s *hotSketch) up(p int) {
-	for p > 0 {
-		parent := (p - 1) / 2
-		if !s.less(p, parent) {
-			return
-		}
-		s.swap(p, parent)
-		p = parent
-	}
-}
-
-// down restores the heap below p after its count grew. A hot key's slot
-// is a leaf, so its increments stop at once.
-func (s *hotSketch) down(p int) {
-	for {
-		c := 2*p + 1
-		if c >= s.n {
-			return
-		}
-		if c+1 < s.n && s.less(c+1, c) {
-			c++
-		}
-		if !s.less(c, p) {
-			return
-		}
-		s.swap(p, c)
-		p = c
-	}
-}
-
 // floor is the most an untracked key can have had: the smallest count
 // once every counter is taken, else 0.
 func (s *hotSketch) floor() int64 {
 	if s.n < HotKeysCapacity {
 		return 0
 	}
-	return s.count[s.heap[0]]
+	return s.buckets[s.bmin-1].count
 }
 
 // hotWindow is one window's sketches.
@@ -292,7 +375,7 @@ func estimate(cur, prev *hotSketch, prevWeight float64, prefix []byte, klen int,
 			return 0, 0, false
 		}
 		if slot, _ := s.findStored(prefix, klen, h); slot >= 0 {
-			return s.count[slot], s.err[slot], true
+			return s.count(slot), s.slots[slot].err, true
 		}
 		f := s.floor()
 		return f, f, false
@@ -315,7 +398,7 @@ func (h *hotShard) top(by HotKeyBy, now int64) []HotKey {
 			continue
 		}
 		for slot := 0; slot < s.n; slot++ {
-			key, klen, hash := s.stored(slot), s.klen[slot], s.hash[slot]
+			key, klen, hash := s.stored(slot), s.slots[slot].klen, s.slots[slot].hash
 			if s == prev && cur != nil {
 				if other, _ := cur.findStored(key, klen, hash); other >= 0 {
 					continue // listed with the current window

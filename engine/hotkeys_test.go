@@ -31,8 +31,8 @@ func checkSketch(t *testing.T, s *hotSketch, truth map[string]int64, n int64) {
 			t.Fatalf("%.20q: slot %d tracks two keys", key, slot)
 		}
 		found[slot] = true
-		if s.count[slot] < tr || s.count[slot]-s.err[slot] > tr {
-			t.Fatalf("%.20q: count %d error %d, true %d", key, s.count[slot], s.err[slot], tr)
+		if s.count(slot) < tr || s.count(slot)-s.slots[slot].err > tr {
+			t.Fatalf("%.20q: count %d error %d, true %d", key, s.count(slot), s.slots[slot].err, tr)
 		}
 	}
 	var sum int64
@@ -40,14 +40,32 @@ func checkSketch(t *testing.T, s *hotSketch, truth map[string]int64, n int64) {
 		if !found[slot] {
 			t.Fatalf("slot %d (%.20q) tracks no key of the stream", slot, s.stored(slot))
 		}
-		sum += s.count[slot]
-		p := int(s.pos[slot])
-		if int(s.heap[p]) != slot {
-			t.Fatalf("slot %d: heap position %d holds %d", slot, p, s.heap[p])
+		sum += s.count(slot)
+	}
+	// The buckets, smallest first: counts ascending, each ring's slots
+	// naming their bucket, every slot in exactly one ring.
+	inRing, last := 0, int64(0)
+	for b := s.bmin; b != 0; b = s.buckets[b-1].up {
+		if s.buckets[b-1].count <= last {
+			t.Fatalf("bucket %d: count %d after %d", b-1, s.buckets[b-1].count, last)
 		}
-		if p > 0 && s.count[s.heap[(p-1)/2]] > s.count[slot] {
-			t.Fatalf("slot %d: heap order broken", slot)
+		last = s.buckets[b-1].count
+		if up := s.buckets[b-1].up; up != 0 && s.buckets[up-1].down != b {
+			t.Fatalf("bucket %d: links broken", b-1)
 		}
+		head := s.buckets[b-1].head
+		for slot := head; ; {
+			if s.slots[slot].bucket != b || s.slots[s.slots[slot].prev].next != slot {
+				t.Fatalf("slot %d in bucket %d's ring: bucket %d, links broken", slot, b-1, s.slots[slot].bucket-1)
+			}
+			inRing++
+			if slot = s.slots[slot].next; slot == head {
+				break
+			}
+		}
+	}
+	if inRing != s.n {
+		t.Fatalf("%d slots in the rings, %d in use", inRing, s.n)
 	}
 	if s.n == HotKeysCapacity && sum != n {
 		t.Fatalf("counts sum to %d, want %d", sum, n)
@@ -252,5 +270,32 @@ func BenchmarkHotKeys(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkHotSketchAdd is one sketch's cost per decision, alone: uniform
+// keys over a million (every add evicts) and zipf keys.
+func BenchmarkHotSketchAdd(b *testing.B) {
+	for _, w := range []struct {
+		name string
+		gen  func(r *rand.Rand) func() uint64
+	}{
+		{"uniform", func(r *rand.Rand) func() uint64 { return func() uint64 { return uint64(r.Intn(1_000_000)) } }},
+		{"zipf", func(r *rand.Rand) func() uint64 { return rand.NewZipf(r, 1.1, 1, 1_000_000-1).Uint64 }},
+	} {
+		g := w.gen(rand.New(rand.NewSource(1)))
+		keys := make([][]byte, 1<<14)
+		hashes := make([]uint64, len(keys))
+		for i := range keys {
+			keys[i] = binary.BigEndian.AppendUint64([]byte("user:id:"), g())
+			hashes[i] = shard.Hash(keys[i])
+		}
+		b.Run(w.name, func(b *testing.B) {
+			s := new(hotSketch)
+			for i := 0; i < b.N; i++ {
+				k := i & (len(keys) - 1)
+				s.add(keys[k], hashes[k])
+			}
+		})
 	}
 }
