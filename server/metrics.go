@@ -5,11 +5,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sluicehq/sluice/engine"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/sluicehq/sluice/engine"
 )
 
 // metrics exposes the server's counters to Prometheus. It reads them when
@@ -29,26 +28,27 @@ type metrics struct {
 	leader      *prometheus.Desc
 	leases      *prometheus.Desc
 	retries     *prometheus.Desc
+
 	// The hot keys, top defaultHotKeysCount of each ranking: at most 20
 	// series, labelled by rank ("1".."10") and key.
-	hotDecisions *prometheus.Desc
-	hotRefusals  *prometheus.Desc
+	hotDecisions, hotRefusals *prometheus.Desc
 }
 
 func newMetrics(s *Server) *metrics {
 	return &metrics{
-		s:            s,
-		decisions:    prometheus.NewDesc("sluice_decisions_total", "Rate-limit decisions, by outcome.", []string{"outcome"}, nil),
-		commands:     prometheus.NewDesc("sluice_commands_processed_total", "Commands processed.", nil, nil),
-		connections:  prometheus.NewDesc("sluice_connections_received_total", "Connections accepted.", nil, nil),
-		clients:      prometheus.NewDesc("sluice_connected_clients", "Open client connections.", nil, nil),
-		keys:         prometheus.NewDesc("sluice_keys", "Stored keys, counting expired ones not yet swept.", nil, nil),
-		swept:        prometheus.NewDesc("sluice_keys_swept_total", "Expired keys freed by the sweeper.", nil, nil),
-		memory:       prometheus.NewDesc("sluice_used_memory_bytes", "Bytes held by the shard tables (what maxmemory limits).", nil, nil),
-		maxMemory:    prometheus.NewDesc("sluice_maxmemory_bytes", "The memory limit; 0 for none.", nil, nil),
-		leader:       prometheus.NewDesc("sluice_cluster_leader", "1 on the cluster leader, 0 on a follower (cluster mode only).", nil, nil),
-		leases:       prometheus.NewDesc("sluice_leases_total", "CONC.ACQUIREs, by outcome (acquired: a new lease or a held id's renewal; refused: the key full).", []string{"outcome"}, nil),
-		retries:      prometheus.NewDesc("sluice_reqid_retries_answered_total", "Decisions answered from a REQID receipt: retries charged nothing.", nil, nil),
+		s:           s,
+		decisions:   prometheus.NewDesc("sluice_decisions_total", "Rate-limit decisions, by outcome.", []string{"outcome"}, nil),
+		commands:    prometheus.NewDesc("sluice_commands_processed_total", "Commands processed.", nil, nil),
+		connections: prometheus.NewDesc("sluice_connections_received_total", "Connections accepted.", nil, nil),
+		clients:     prometheus.NewDesc("sluice_connected_clients", "Open client connections.", nil, nil),
+		keys:        prometheus.NewDesc("sluice_keys", "Stored keys, counting expired ones not yet swept.", nil, nil),
+		swept:       prometheus.NewDesc("sluice_keys_swept_total", "Expired keys freed by the sweeper.", nil, nil),
+		memory:      prometheus.NewDesc("sluice_used_memory_bytes", "Bytes held by the shard tables (what maxmemory limits).", nil, nil),
+		maxMemory:   prometheus.NewDesc("sluice_maxmemory_bytes", "The memory limit; 0 for none.", nil, nil),
+		leader:      prometheus.NewDesc("sluice_cluster_leader", "1 on the cluster leader, 0 on a follower (cluster mode only).", nil, nil),
+		leases:      prometheus.NewDesc("sluice_leases_total", "CONC.ACQUIREs, by outcome (acquired: a new lease or a held id's renewal; refused: the key full).", []string{"outcome"}, nil),
+		retries:     prometheus.NewDesc("sluice_reqid_retries_answered_total", "Decisions answered from a REQID receipt: retries charged nothing.", nil, nil),
+
 		hotDecisions: prometheus.NewDesc("sluice_hot_key_decisions_per_second", "Estimated decisions per second of the 10 hottest keys (LIMIT.HOTKEYS BY decisions), by rank.", []string{"rank", "key"}, nil),
 		hotRefusals:  prometheus.NewDesc("sluice_hot_key_refusals_per_second", "Estimated refusals per second of the 10 most refused keys (LIMIT.HOTKEYS BY refusals), by rank.", []string{"rank", "key"}, nil),
 	}
