@@ -53,6 +53,9 @@ func (j *shardJob) apply(t *shard.Table, c *Command, now int64) (r Reply) {
 			j.allowed++
 		}
 	}
+	if spec.Decision && !j.dryRun && r.Kind != ReplyError && !j.e.hotOff.Load() && !spec.peek(c) {
+		j.recordHot(c, r.Dec.Limited, now)
+	}
 	return r
 }
 

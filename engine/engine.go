@@ -36,6 +36,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Scripts runs EVAL's scripts; nil refuses them (ErrNoScripting).
 	Scripts ScriptRunner
+	// HotKeysOff starts with hot-key tracking off (hotkeys.go);
+	// SetHotKeysTracking changes it.
+	HotKeysOff bool
 }
 
 // Engine routes commands to shards and runs the algorithms.
@@ -66,6 +69,7 @@ type Engine struct {
 	watchInit sync.Once
 
 	scriptState
+	hotTracking
 }
 
 // shardClock is the latest now a shard's commands ran at. Only the shard's
@@ -146,6 +150,8 @@ func New(cfg Config) *Engine {
 	}
 	e.holders = make([]atomic.Pointer[ScriptRun], n)
 	e.clocks = make([]shardClock, n)
+	e.hot = make([]*hotShard, n)
+	e.hotOff.Store(cfg.HotKeysOff)
 	e.maxMemory.Store(cfg.MaxMemory)
 	for i := range e.shards {
 		e.shards[i] = shard.New(i)

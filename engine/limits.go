@@ -100,6 +100,9 @@ func (x *heldRun) limitAll(c *Command) Reply {
 		}
 		j := jobs[e.shardOf(c.Sub[firstTrip].hash)]
 		j.limited++
+		if trip := &c.Sub[firstTrip]; !e.hotOff.Load() && !trip.Op.spec().peek(trip) {
+			j.recordHot(trip, true, now)
+		}
 		if c.Sub[firstTrip].Op == OpConcAcquire {
 			// Refused in the dry run, which counts nothing.
 			e.stats[j.shard].leasesRefused.Add(1)

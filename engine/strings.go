@@ -407,7 +407,10 @@ func (j *shardJob) object(t *shard.Table, c *Command, now int64) Reply {
 	case ObjectIdleTime:
 		return intReply(0)
 	case ObjectFreq:
-		return errReply(errNoLFU)
+		if j.e.hotOff.Load() {
+			return errReply(errNoLFU)
+		}
+		return intReply(j.hotFreq(c, now))
 	}
 	return Reply{Kind: ReplyBulk, Str: encodingName(e)}
 }

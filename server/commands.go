@@ -313,6 +313,9 @@ func coreCommands() []*command {
 		{name: "limit.info", cats: catLimiter, keyPerm: permRead, arity: 2, flags: flagReadonly | flagFast, firstKey: 1, lastKey: 1, step: 1, group: groupLimit, since: "0.1.0",
 			summary: "Family, parameters, remaining and the stored absolute reset time of a limiter.",
 			args:    []argSpec{key("key")}, op: engine.OpInfo, parse: parseKey},
+		{name: "limit.hotkeys", cats: catLimiter | catKeyspace | catDangerous, arity: -1, flags: flagReadonly, group: groupLimit, since: "0.1.0",
+			summary: "The hottest keys by decisions or refusals: [key, count, error, rate per second], from per-shard sketches.",
+			args:    []argSpec{opt(str("BY decisions|refusals")), opt(integer("COUNT count"))}, run: cmdLimitHotKeys},
 
 		// Strings.
 		{name: "get", cats: catString, keyPerm: permRead, arity: 2, flags: flagReadonly | flagFast, firstKey: 1, lastKey: 1, step: 1, group: "string", since: "1.0.0",

@@ -99,6 +99,7 @@ func (s *Server) configValues() map[string]string {
 		"busy-reply-threshold":       strconv.FormatInt(s.scripts.BusyThreshold().Milliseconds(), 10),
 		"lua-time-limit":             strconv.FormatInt(s.scripts.BusyThreshold().Milliseconds(), 10),
 		"script-acceleration":        map[bool]string{true: "no", false: "yes"}[s.scripts.accel.off.Load()],
+		"hotkeys-tracking":           s.hotKeysTracking(),
 		"client-output-buffer-limit": s.obuf.Load().String(),
 		"client-query-buffer-limit":  strconv.FormatInt(s.qbufLimit.Load(), 10),
 		"auth-max-failures":          strconv.FormatInt(max(s.authMaxFailures.Load(), 0), 10),
@@ -138,7 +139,7 @@ func (s *Server) resetStats() {
 var runtimeSettings = []string{
 	"maxmemory", "maxclients", "timeout", "tcp-keepalive", "reqid-window", "requirepass",
 	"busy-reply-threshold", "script-acceleration", "client-output-buffer-limit",
-	"client-query-buffer-limit", "auth-max-failures",
+	"client-query-buffer-limit", "auth-max-failures", "hotkeys-tracking",
 }
 
 var errNoConfigFile = errors.New("The server is running without a config file")
@@ -240,6 +241,8 @@ func (s *Server) configSet(name, value string) error {
 		default:
 			return errors.New("argument must be 'yes' or 'no'")
 		}
+	case "hotkeys-tracking":
+		return s.setHotKeysTracking(value)
 	case "client-output-buffer-limit":
 		// Redis splits the value at every single space (two spaces make
 		// an empty word); an empty value changes nothing.

@@ -226,6 +226,7 @@ func cmdInfo(s *Server, c *client, args [][]byte) {
 		"reqid_retries_answered:"+strconv.FormatInt(st.ReceiptHits, 10),
 		"leases_acquired:"+strconv.FormatInt(st.LeasesAcquired, 10),
 		"leases_refused:"+strconv.FormatInt(st.LeasesRefused, 10),
+		"hotkeys_tracking:"+s.hotKeysTracking(),
 		"expired_keys:"+strconv.FormatInt(st.Swept, 10),
 		"keys_swept:"+strconv.FormatInt(st.Swept, 10),
 		"evicted_keys:0",

@@ -2,10 +2,13 @@ package server
 
 import (
 	"net/http"
+	"strconv"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/sluicehq/sluice/engine"
 )
 
 // metrics exposes the server's counters to Prometheus. It reads them when
@@ -26,6 +29,10 @@ type metrics struct {
 	leases      *prometheus.Desc
 	retries     *prometheus.Desc
 	authFails   *prometheus.Desc
+
+	// The hot keys, top defaultHotKeysCount of each ranking: at most 20
+	// series, labelled by rank ("1".."10") and key.
+	hotDecisions, hotRefusals *prometheus.Desc
 }
 
 func newMetrics(s *Server) *metrics {
@@ -43,11 +50,14 @@ func newMetrics(s *Server) *metrics {
 		leases:      prometheus.NewDesc("sluice_leases_total", "CONC.ACQUIREs, by outcome (acquired: a new lease or a held id's renewal; refused: the key full).", []string{"outcome"}, nil),
 		retries:     prometheus.NewDesc("sluice_reqid_retries_answered_total", "Decisions answered from a REQID receipt: retries charged nothing.", nil, nil),
 		authFails:   prometheus.NewDesc("sluice_auth_failures_total", "Failed AUTH and HELLO AUTH attempts (INFO acl_access_denied_auth).", nil, nil),
+
+		hotDecisions: prometheus.NewDesc("sluice_hot_key_decisions_per_second", "Estimated decisions per second of the 10 hottest keys (LIMIT.HOTKEYS BY decisions), by rank.", []string{"rank", "key"}, nil),
+		hotRefusals:  prometheus.NewDesc("sluice_hot_key_refusals_per_second", "Estimated refusals per second of the 10 most refused keys (LIMIT.HOTKEYS BY refusals), by rank.", []string{"rank", "key"}, nil),
 	}
 }
 
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.decisions, m.commands, m.connections, m.clients, m.keys, m.swept, m.memory, m.maxMemory, m.leader, m.leases, m.retries, m.authFails} {
+	for _, d := range []*prometheus.Desc{m.decisions, m.commands, m.connections, m.clients, m.keys, m.swept, m.memory, m.maxMemory, m.leader, m.leases, m.retries, m.authFails, m.hotDecisions, m.hotRefusals} {
 		ch <- d
 	}
 }
@@ -67,6 +77,16 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.leases, prometheus.CounterValue, float64(st.LeasesRefused), "refused")
 	ch <- prometheus.MustNewConstMetric(m.retries, prometheus.CounterValue, float64(st.ReceiptHits))
 	ch <- prometheus.MustNewConstMetric(m.authFails, prometheus.CounterValue, float64(m.s.authDenied.Load()))
+	if h, ok := m.s.hotKeys(); ok && h.HotKeysTracking() {
+		now := m.s.clock.Now()
+		for by, desc := range map[engine.HotKeyBy]*prometheus.Desc{engine.HotByDecisions: m.hotDecisions, engine.HotByRefusals: m.hotRefusals} {
+			for i, k := range h.HotKeys(by, defaultHotKeysCount, now) {
+				// A label must be UTF-8; a key need not be.
+				key := strings.ToValidUTF8(string(k.Key), "\uFFFD")
+				ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, k.Rate, strconv.Itoa(i+1), key)
+			}
+		}
+	}
 	if cl, ok := m.s.clustered(); ok {
 		leader := 0.0
 		if cl.ClusterView().Self.Leader {

@@ -189,6 +189,9 @@ type Config struct {
 	// with NewHealth before the process loads its state so that the probes
 	// answer during the load; New marks it loaded. Default: a new one.
 	Health *Health
+	// HotKeys serves LIMIT.HOTKEYS and hotkeys-tracking. Default: the
+	// backend, if it implements it (the engine does; its wrappers do not).
+	HotKeys HotKeys
 	// Scripts is the script cache and runner, shared with the engine
 	// (engine.Config.Scripts). Default: a cache of the server's own,
 	// whose scripts the engine then refuses to run.

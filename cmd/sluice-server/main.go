@@ -56,6 +56,7 @@ var version = "0.1.0"
 type options struct {
 	busyMS          int
 	scriptAccel     string
+	hotKeys         string
 	port            portFlag
 	tlsPort         portFlag
 	tls             server.TLSFiles
@@ -139,6 +140,7 @@ func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&o.busyMS, "busy-reply-threshold", int(server.DefaultBusyThreshold.Milliseconds()), "ms a script may run before its shards answer BUSY and SCRIPT KILL may stop it (alias lua-time-limit; 0: never)")
 	fs.IntVar(&o.busyMS, "lua-time-limit", int(server.DefaultBusyThreshold.Milliseconds()), "alias of busy-reply-threshold")
 	fs.StringVar(&o.scriptAccel, "script-acceleration", "yes", "run known limiter scripts natively (docs/scripting.md): yes or no")
+	fs.StringVar(&o.hotKeys, "hotkeys-tracking", "yes", "track the hottest keys by decisions and refusals (LIMIT.HOTKEYS, OBJECT FREQ): yes or no")
 	fs.IntVar(&o.shards, "shards", 0, "number of shards, rounded up to a power of two (0: 4 x GOMAXPROCS)")
 	fs.StringVar(&o.debug, "enable-debug-command", "no", "allow DEBUG (the test clock): no, yes or local")
 	fs.StringVar(&o.logLevel, "loglevel", "notice", "debug, verbose, notice or warning")
@@ -316,7 +318,12 @@ func run(args []string, stderr io.Writer) int {
 		log.Error("script-acceleration must be yes or no", "value", o.scriptAccel)
 		return 2
 	}
-	eng := engine.New(engine.Config{Shards: o.shards, MaxMemory: maxMemory, Logger: log, Scripts: scripts})
+	hotKeys, err := server.ParseYesNo(o.hotKeys)
+	if err != nil {
+		log.Error("hotkeys-tracking must be yes or no", "value", o.hotKeys)
+		return 2
+	}
+	eng := engine.New(engine.Config{Shards: o.shards, MaxMemory: maxMemory, Logger: log, Scripts: scripts, HotKeysOff: !hotKeys})
 	var backend server.Backend = eng
 	var node *replication.Node
 	var durable *persistence.Durable
@@ -344,6 +351,7 @@ func run(args []string, stderr io.Writer) int {
 		ACL:         acl,
 		Health:      health,
 		Scripts:     scripts,
+		HotKeys:     eng,
 		TLS:         clientTLS,
 		Clock:       clk,
 		Persistence: persister,

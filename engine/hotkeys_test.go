@@ -1,0 +1,301 @@
+package engine
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/rand"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/shard"
+)
+
+// checkSketch holds a sketch to Space-Saving's guarantees against the true
+// counts of the stream it saw: every tracked key's count overestimates by
+// at most its error, every key above N/capacity is tracked, the counts sum
+// to N once the sketch is full, and the heap and index are consistent.
+func checkSketch(t *testing.T, s *hotSketch, truth map[string]int64, n int64) {
+	t.Helper()
+	found := make([]bool, s.n)
+	for key, tr := range truth {
+		slot, _ := s.find([]byte(key), shard.Hash([]byte(key)))
+		if slot < 0 {
+			if tr > n/HotKeysCapacity {
+				t.Fatalf("%.20q: %d of %d decisions, more than N/%d, not tracked", key, tr, n, HotKeysCapacity)
+			}
+			continue
+		}
+		if found[slot] {
+			t.Fatalf("%.20q: slot %d tracks two keys", key, slot)
+		}
+		found[slot] = true
+		if s.count(slot) < tr || s.count(slot)-s.slots[slot].err > tr {
+			t.Fatalf("%.20q: count %d error %d, true %d", key, s.count(slot), s.slots[slot].err, tr)
+		}
+	}
+	var sum int64
+	for slot := 0; slot < s.n; slot++ {
+		if !found[slot] {
+			t.Fatalf("slot %d (%.20q) tracks no key of the stream", slot, s.stored(slot))
+		}
+		sum += s.count(slot)
+	}
+	// The buckets, smallest first: counts ascending, each ring's slots
+	// naming their bucket, every slot in exactly one ring.
+	inRing, last := 0, int64(0)
+	for b := s.bmin; b != 0; b = s.buckets[b-1].up {
+		if s.buckets[b-1].count <= last {
+			t.Fatalf("bucket %d: count %d after %d", b-1, s.buckets[b-1].count, last)
+		}
+		last = s.buckets[b-1].count
+		if up := s.buckets[b-1].up; up != 0 && s.buckets[up-1].down != b {
+			t.Fatalf("bucket %d: links broken", b-1)
+		}
+		head := s.buckets[b-1].head
+		for slot := head; ; {
+			if s.slots[slot].bucket != b || s.slots[s.slots[slot].prev].next != slot {
+				t.Fatalf("slot %d in bucket %d's ring: bucket %d, links broken", slot, b-1, s.slots[slot].bucket-1)
+			}
+			inRing++
+			if slot = s.slots[slot].next; slot == head {
+				break
+			}
+		}
+	}
+	if inRing != s.n {
+		t.Fatalf("%d slots in the rings, %d in use", inRing, s.n)
+	}
+	if s.n == HotKeysCapacity && sum != n {
+		t.Fatalf("counts sum to %d, want %d", sum, n)
+	}
+}
+
+// TestHotSketchAdversarial feeds streams built to hurt Space-Saving: one
+// more key than counters in turn (every insert evicts), heavy keys hidden
+// behind floods of distinct keys and arriving last, keys that differ past
+// the stored bytes, and a zipf mix; the guarantees hold throughout.
+func TestHotSketchAdversarial(t *testing.T) {
+	long := strings.Repeat("p", hotKeyBytes)
+	streams := map[string]func(add func(string)){
+		"round-robin k+1": func(add func(string)) {
+			for i := range 50 * (HotKeysCapacity + 1) {
+				add("k" + strconv.Itoa(i%(HotKeysCapacity+1)))
+			}
+		},
+		"heavy last": func(add func(string)) {
+			for i := range 20000 {
+				add("flood" + strconv.Itoa(i))
+			}
+			for i := range 900 {
+				add("late" + strconv.Itoa(i%3))
+			}
+		},
+		"heavy hidden in floods": func(add func(string)) {
+			for i := range 30000 {
+				add("f" + strconv.Itoa(i))
+				if i%50 == 0 {
+					add("hidden")
+				}
+			}
+		},
+		"long keys sharing a prefix": func(add func(string)) {
+			for i := range 20000 {
+				add(long + strconv.Itoa(i%(2*HotKeysCapacity)))
+				if i%20 == 0 {
+					add(long + "hot")
+				}
+			}
+		},
+		"zipf": func(add func(string)) {
+			z := rand.NewZipf(rand.New(rand.NewSource(1)), 1.1, 1, 1e6)
+			for range 100000 {
+				add("z" + strconv.FormatUint(z.Uint64(), 10))
+			}
+		},
+	}
+	for name, stream := range streams {
+		t.Run(name, func(t *testing.T) {
+			s := new(hotSketch)
+			truth := map[string]int64{}
+			var n int64
+			stream(func(key string) {
+				s.add([]byte(key), shard.Hash([]byte(key)))
+				truth[key]++
+				n++
+				if n%997 == 0 {
+					checkSketch(t, s, truth, n)
+				}
+			})
+			checkSketch(t, s, truth, n)
+		})
+	}
+}
+
+// TestHotKeysWindows drives decisions through the engine at chosen times:
+// decisions and refusals are counted, peeks are not, a window's counts move
+// to the previous window (weighted in the rate) and then drop out, OBJECT
+// FREQ reads the same count, and turning tracking off forgets everything.
+func TestHotKeysWindows(t *testing.T) {
+	e := New(Config{Shards: 4})
+	defer e.Close()
+	run := func(now int64, cmds ...Command) []Reply {
+		var b Batch
+		for _, c := range cmds {
+			*b.Add() = c
+		}
+		e.Execute(&b, now)
+		return b.Replies
+	}
+	throttle := func(key string, burst, quantity int64, times int) []Command {
+		var cs []Command
+		for range times {
+			cs = append(cs, Command{Op: OpThrottle, Key: []byte(key), N: [4]int64{burst, 1, int64(time.Minute), quantity}})
+		}
+		return cs
+	}
+	type entry struct {
+		key        string
+		count, err int64
+		rate       float64
+	}
+	ranking := func(by HotKeyBy, now int64) []entry {
+		var out []entry
+		for _, h := range e.HotKeys(by, HotKeysCapacity, now) {
+			out = append(out, entry{string(h.Key), h.Count, h.Err, h.Rate})
+		}
+		return out
+	}
+	expect := func(what string, got []entry, want ...entry) {
+		t.Helper()
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("%s: got %v, want %v", what, got, want)
+		}
+	}
+	// Mid-window, so that the next window starts half a window later.
+	t0 := 1000*HotKeysWindow + HotKeysWindow/2
+	var cmds []Command
+	cmds = append(cmds, throttle("hot", 9, 1, 30)...) // 10 allowed, 20 refused
+	cmds = append(cmds, throttle("warm", 100, 1, 10)...)
+	cmds = append(cmds, throttle("warm", 100, 0, 50)...) // peeks
+	refused := 0
+	for _, r := range run(t0, cmds...) {
+		if r.Dec.Limited {
+			refused++
+		}
+	}
+	if refused != 20 {
+		t.Fatalf("%d refused, want 20", refused)
+	}
+	expect("decisions", ranking(HotByDecisions, t0), entry{"hot", 30, 0, 3}, entry{"warm", 10, 0, 1})
+	expect("refusals", ranking(HotByRefusals, t0), entry{"hot", 20, 0, 2})
+	freq := func(key string, now int64) Reply {
+		return run(now, Command{Op: OpObject, Key: []byte(key), N: [4]int64{ObjectFreq}})[0]
+	}
+	if r := freq("hot", t0); r.Kind != ReplyInt || r.Int != 30 {
+		t.Fatalf("OBJECT FREQ hot: %+v", r)
+	}
+	if r := freq("warm", t0); r.Kind != ReplyInt || r.Int != 10 {
+		t.Fatalf("OBJECT FREQ warm: %+v", r)
+	}
+
+	// Half a window on, the next window starts: the counts are the
+	// previous window's, weighted in the rate by the part of it still
+	// inside the last window: all of it, then half.
+	t1 := t0 + HotKeysWindow/2
+	expect("next window, read", ranking(HotByDecisions, t1), entry{"hot", 30, 0, 3}, entry{"warm", 10, 0, 1})
+	run(t1, throttle("hot", 9, 1, 4)...)
+	expect("next window, decided", ranking(HotByDecisions, t1), entry{"hot", 34, 0, 3.4}, entry{"warm", 10, 0, 1})
+	expect("next window, half way", ranking(HotByDecisions, t1+HotKeysWindow/2), entry{"hot", 34, 0, 1.9}, entry{"warm", 10, 0, 0.5})
+	// A window later the first window is gone.
+	t2 := t1 + HotKeysWindow
+	expect("two windows on", ranking(HotByDecisions, t2), entry{"hot", 4, 0, 0.4})
+	expect("three windows on", ranking(HotByDecisions, t2+HotKeysWindow))
+
+	run(t2, throttle("hot", 9, 1, 1)...)
+	e.SetHotKeysTracking(false)
+	if e.HotKeysTracking() {
+		t.Fatal("tracking still on")
+	}
+	if r := freq("hot", t2); r.Kind != ReplyError || r.Err != errNoLFU {
+		t.Fatalf("OBJECT FREQ with tracking off: %+v", r)
+	}
+	run(t2, throttle("hot", 9, 1, 3)...)
+	e.SetHotKeysTracking(true)
+	expect("off and on again", ranking(HotByDecisions, t2))
+	run(t2, throttle("hot", 9, 1, 2)...)
+	expect("tracking again", ranking(HotByDecisions, t2), entry{"hot", 2, 0, 0.2})
+}
+
+// BenchmarkHotKeys is BenchmarkExecute's cl.throttle pipeline with hot-key
+// tracking on and off: uniform keys (every decision on an untracked key
+// evicts, the sketch's worst case) and zipf keys (a few keys take most
+// decisions, as hot keys do). Compare with benchstat -col /tracking.
+func BenchmarkHotKeys(b *testing.B) {
+	const seqLen = 1 << 16
+	for _, w := range []struct {
+		name string
+		keys int
+		next func(r *rand.Rand) func() uint64
+	}{
+		{"uniform/keys=10000", 10_000, func(r *rand.Rand) func() uint64 { return func() uint64 { return uint64(r.Intn(10_000)) } }},
+		{"uniform/keys=1000000", 1_000_000, func(r *rand.Rand) func() uint64 { return func() uint64 { return uint64(r.Intn(1_000_000)) } }},
+		{"zipf/keys=1000000", 1_000_000, func(r *rand.Rand) func() uint64 { return rand.NewZipf(r, 1.1, 1, 1_000_000-1).Uint64 }},
+	} {
+		next := w.next(rand.New(rand.NewSource(1)))
+		seq := make([]uint64, seqLen)
+		for i := range seq {
+			seq[i] = next()
+		}
+		for _, tracking := range []string{"on", "off"} {
+			b.Run("cl.throttle/"+w.name+"/tracking="+tracking, func(b *testing.B) {
+				e := New(Config{Shards: 8, HotKeysOff: tracking == "off"})
+				defer e.Close()
+				var batch Batch
+				keyBuf := make([]byte, 16*16)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i += 16 {
+					batch.Reset()
+					for k := 0; k < 16; k++ {
+						key := keyBuf[16*k : 16*k+16]
+						copy(key, "user:id:")
+						binary.BigEndian.PutUint64(key[8:], seq[(i+k)%seqLen])
+						cmd := batch.Add()
+						cmd.Op, cmd.N = OpThrottle, [4]int64{99, 100, 1e9, 1}
+						cmd.Key = key
+					}
+					e.Execute(&batch, time.Now().UnixNano())
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkHotSketchAdd is one sketch's cost per decision, alone: uniform
+// keys over a million (every add evicts) and zipf keys.
+func BenchmarkHotSketchAdd(b *testing.B) {
+	for _, w := range []struct {
+		name string
+		gen  func(r *rand.Rand) func() uint64
+	}{
+		{"uniform", func(r *rand.Rand) func() uint64 { return func() uint64 { return uint64(r.Intn(1_000_000)) } }},
+		{"zipf", func(r *rand.Rand) func() uint64 { return rand.NewZipf(r, 1.1, 1, 1_000_000-1).Uint64 }},
+	} {
+		g := w.gen(rand.New(rand.NewSource(1)))
+		keys := make([][]byte, 1<<14)
+		hashes := make([]uint64, len(keys))
+		for i := range keys {
+			keys[i] = binary.BigEndian.AppendUint64([]byte("user:id:"), g())
+			hashes[i] = shard.Hash(keys[i])
+		}
+		b.Run(w.name, func(b *testing.B) {
+			s := new(hotSketch)
+			for i := 0; i < b.N; i++ {
+				k := i & (len(keys) - 1)
+				s.add(keys[k], hashes[k])
+			}
+		})
+	}
+}
