@@ -26,6 +26,7 @@ type metrics struct {
 	leases      *prometheus.Desc
 	retries     *prometheus.Desc
 	authFails   *prometheus.Desc
+	cmds        *cmdMetrics // per command, errors, slowlog (cmdstats.go)
 }
 
 func newMetrics(s *Server) *metrics {
@@ -43,6 +44,7 @@ func newMetrics(s *Server) *metrics {
 		leases:      prometheus.NewDesc("sluice_leases_total", "CONC.ACQUIREs, by outcome (acquired: a new lease or a held id's renewal; refused: the key full).", []string{"outcome"}, nil),
 		retries:     prometheus.NewDesc("sluice_reqid_retries_answered_total", "Decisions answered from a REQID receipt: retries charged nothing.", nil, nil),
 		authFails:   prometheus.NewDesc("sluice_auth_failures_total", "Failed AUTH and HELLO AUTH attempts (INFO acl_access_denied_auth).", nil, nil),
+		cmds:        newCmdMetrics(),
 	}
 }
 
@@ -50,6 +52,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.decisions, m.commands, m.connections, m.clients, m.keys, m.swept, m.memory, m.maxMemory, m.leader, m.leases, m.retries, m.authFails} {
 		ch <- d
 	}
+	m.cmds.describe(ch)
 }
 
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
@@ -67,6 +70,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.leases, prometheus.CounterValue, float64(st.LeasesRefused), "refused")
 	ch <- prometheus.MustNewConstMetric(m.retries, prometheus.CounterValue, float64(st.ReceiptHits))
 	ch <- prometheus.MustNewConstMetric(m.authFails, prometheus.CounterValue, float64(m.s.authDenied.Load()))
+	m.cmds.collect(m.s.stats, ch)
 	if cl, ok := m.s.clustered(); ok {
 		leader := 0.0
 		if cl.ClusterView().Self.Leader {

@@ -189,6 +189,9 @@ type Config struct {
 	// with NewHealth before the process loads its state so that the probes
 	// answer during the load; New marks it loaded. Default: a new one.
 	Health *Health
+	// Stats holds the slow log, latency monitor and latency tracking
+	// settings (cmdstats.go). Default (nil): DefaultStatsConfig, Redis's.
+	Stats *StatsConfig
 	// Scripts is the script cache and runner, shared with the engine
 	// (engine.Config.Scripts). Default: a cache of the server's own,
 	// whose scripts the engine then refuses to run.
@@ -231,6 +234,7 @@ type Server struct {
 
 	scripts *Scripts
 	health  *Health
+	stats   *cmdStats // per-command statistics, SLOWLOG, LATENCY
 
 	acl            *ACL
 	aclLog         aclLog
@@ -300,7 +304,7 @@ func New(cfg Config, backend Backend) *Server {
 	}
 	s := &Server{cfg: cfg, backend: backend, clock: cfg.Clock, log: log, started: time.Now(),
 		clients: map[int64]*client{}, stop: make(chan struct{}),
-		acl: cfg.ACL, authThrottle: newAuthThrottle(), scripts: cfg.Scripts}
+		acl: cfg.ACL, authThrottle: newAuthThrottle(), scripts: cfg.Scripts, stats: newCmdStats(cfg.Stats)}
 	if s.scripts == nil {
 		s.scripts = NewScripts(log)
 	}

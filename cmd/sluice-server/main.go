@@ -72,6 +72,7 @@ type options struct {
 	tcpKeepAlive    int
 	obufLimits      server.OutputBufferLimits
 	queryBufLimit   string
+	stats           server.StatsConfig
 	shards          int
 	debug           string
 	logLevel        string
@@ -169,6 +170,16 @@ func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
 	fs.Uint64Var(&o.readyMaxApplyLag, "ready-max-apply-lag", server.DefaultReadyMaxApplyLag, "cluster mode: /readyz fails while this node's applied index is more than this many entries behind its commit index")
 	fs.DurationVar(&o.readyMaxContact, "ready-max-last-contact", server.DefaultReadyMaxLastContact, "cluster mode: /readyz fails on a follower that has not heard from a leader for longer")
 	fs.IntVar(&o.keyLoadDelay, "key-load-delay", 0, "test aid, as Redis's: load persisted state no faster than one record per this many microseconds")
+	o.stats = server.DefaultStatsConfig()
+	for _, s := range []struct{ name, usage string }{
+		{"slowlog-log-slower-than", "log commands taking this many microseconds or more in SLOWLOG (-1: none, 0: all) (default 10000)"},
+		{"slowlog-max-len", "SLOWLOG entries kept (default 128)"},
+		{"latency-monitor-threshold", "LATENCY records command events of this many milliseconds or more (0: off) (default 0)"},
+		{"latency-tracking", "per-command latency histograms (INFO latencystats, sluice_command_duration_seconds): yes or no (default yes)"},
+		{"latency-tracking-info-percentiles", "percentiles INFO latencystats reports, space separated (default \"50 99 99.9\")"},
+	} {
+		fs.Func(s.name, s.usage, func(v string) error { return o.stats.Set(s.name, v) })
+	}
 	return fs
 }
 
@@ -365,6 +376,7 @@ func run(args []string, stderr io.Writer) int {
 			}
 		},
 		OutputBufferLimits: &o.obufLimits,
+		Stats:              &o.stats,
 		QueryBufferLimit:   queryBufLimit,
 		TCPKeepAlive: func() time.Duration {
 			if o.tcpKeepAlive <= 0 {
