@@ -27,6 +27,13 @@ import (
 // counts are kept per connection for the batch and folded into the shared
 // counters once per batch, not once per command.
 
+// monoBase anchors monoNow.
+var monoBase = time.Now()
+
+// monoNow is the monotonic clock: one clock read, where time.Now takes two
+// (wall and monotonic), and a batch is timed with two of them.
+func monoNow() time.Duration { return time.Since(monoBase) }
+
 // StatsConfig holds the settings of SLOWLOG, LATENCY and the per-command
 // latency histograms, Redis's names and units. Set applies one by name
 // (flags, config file, CONFIG SET); DefaultStatsConfig is Redis's.

@@ -420,9 +420,9 @@ func (c *client) dispatch(args [][]byte) {
 		}
 		c.setLastCmd(row.fullname)
 		// [stats] timed alone; failed if it wrote an error reply.
-		start, errs := time.Now(), c.acct.errors
+		start, errs := monoNow(), c.acct.errors
 		cmd.run(c.s, c, args)
-		c.ranAlone(row, args, time.Since(start), c.acct.errors > errs)
+		c.ranAlone(row, args, monoNow()-start, c.acct.errors > errs)
 		return
 	}
 	ec := c.batch.Add()
@@ -547,9 +547,9 @@ func (c *client) flushBatch() {
 	var took time.Duration // [stats] the batch's execution, shared by its commands
 	if len(c.batch.Cmds) > 0 {
 		c.batch.ReadOnly = c.readonly
-		start := time.Now()
+		start := monoNow()
 		c.s.backend.Execute(&c.batch, c.s.clock.Now())
-		took = time.Since(start)
+		took = monoNow() - start
 	}
 	for i, sl := range c.slots {
 		if sl.idx < 0 {
