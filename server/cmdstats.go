@@ -477,6 +477,17 @@ func (c *client) ranAlone(row *command, args [][]byte, took time.Duration, faile
 	}
 }
 
+// failedAlone says whether a server-level command that started with errs
+// error replies written and out at mark failed: it wrote an error. EXEC
+// fails only with an error of its own (EXECABORT): as Redis counts them,
+// its queued commands' errors are theirs.
+func (c *client) failedAlone(row *command, errs, mark int) bool {
+	if row.name == "exec" {
+		return len(c.out) > mark && c.out[mark] == '-'
+	}
+	return c.acct.errors > errs
+}
+
 // rejectCall refuses a command before it runs, counted against its row
 // (nil: the command is unknown, counted nowhere) as Redis counts
 // rejected_calls.

@@ -176,6 +176,7 @@ func TestCommandStatsMatchRedis(t *testing.T) {
 		{"GET"}, {"CONFIG", "GET"}, {"NOSUCH", "x"}, {"SET", "k", "v", "BAD"}, many,
 		{"CLIENT", "SETNAME", "probe"}, {"GET", "k"}, {"EXPIRE", "k", "x"}, {"OBJECT", "nope", "k"},
 		{"AUTH", "secret"}, {"CONFIG", "GET", "slowlog-max-len"},
+		{"MULTI"}, {"GET"}, {"EXEC"}, // GET rejected; EXEC fails with EXECABORT
 	}
 	for _, args := range seq {
 		w.same(args...)
@@ -208,10 +209,11 @@ func TestCommandStatsMatchRedis(t *testing.T) {
 	// above is of something.
 	stats := strings.Join(statLines(t, w.sluice.Do(t, "INFO", "commandstats")), "\n")
 	for _, want := range []string{
-		"cmdstat_get:calls=2,usec=N,usec_per_call=N,rejected_calls=1,failed_calls=0",
+		"cmdstat_get:calls=2,usec=N,usec_per_call=N,rejected_calls=2,failed_calls=0",
 		"cmdstat_hset:calls=1,usec=N,usec_per_call=N,rejected_calls=0,failed_calls=1",
 		"cmdstat_config|get:calls=1,usec=N,usec_per_call=N,rejected_calls=1,failed_calls=0",
 		"cmdstat_set:calls=3,usec=N,usec_per_call=N,rejected_calls=0,failed_calls=1",
+		"cmdstat_exec:calls=1,usec=N,usec_per_call=N,rejected_calls=0,failed_calls=1",
 	} {
 		if !strings.Contains(stats, want) {
 			t.Fatalf("INFO commandstats lacks %s:\n%s", want, stats)

@@ -420,9 +420,9 @@ func (c *client) dispatch(args [][]byte) {
 		}
 		c.setLastCmd(row.fullname)
 		// [stats] timed alone; failed if it wrote an error reply.
-		start, errs := monoNow(), c.acct.errors
+		start, errs, mark := monoNow(), c.acct.errors, len(c.out)
 		cmd.run(c.s, c, args)
-		c.ranAlone(row, args, monoNow()-start, c.acct.errors > errs)
+		c.ranAlone(row, args, monoNow()-start, c.failedAlone(row, errs, mark))
 		return
 	}
 	ec := c.batch.Add()
