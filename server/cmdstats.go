@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/engine"
 )
 
 // Per-command statistics (INFO commandstats, errorstats, latencystats, the
@@ -477,15 +479,37 @@ func (c *client) ranAlone(row *command, args [][]byte, took time.Duration, faile
 	}
 }
 
-// failedAlone says whether a server-level command that started with errs
-// error replies written and out at mark failed: it wrote an error. EXEC
-// fails only with an error of its own (EXECABORT): as Redis counts them,
-// its queued commands' errors are theirs.
-func (c *client) failedAlone(row *command, errs, mark int) bool {
-	if row.name == "exec" {
-		return len(c.out) > mark && c.out[mark] == '-'
+// ranServerCommand accounts a server-level command that took took, having
+// started with errs error replies written and its reply at out[mark:]: it
+// failed if it wrote an error. EXEC fails only with an error of its own
+// (EXECABORT); as Redis counts them, the commands it ran are calls of
+// their own, each charged an equal share of its time, and their errors
+// are theirs.
+func (c *client) ranServerCommand(row *command, args [][]byte, took time.Duration, errs, mark int) {
+	if row.name != "exec" {
+		c.ranAlone(row, args, took, c.acct.errors > errs)
+		return
 	}
-	return c.acct.errors > errs
+	ran := len(c.out) > mark && c.out[mark] == '*'
+	c.ranAlone(row, args, took, len(c.out) > mark && c.out[mark] == '-')
+	if !ran {
+		return
+	}
+	tx := &c.txState
+	var replies []engine.Reply
+	if len(c.ownBatch.Replies) > 0 {
+		replies = c.ownBatch.Replies[0].Items
+	}
+	share := took / time.Duration(max(len(tx.queued), 1))
+	for i, q := range tx.queued {
+		at := tx.at[i]
+		var perm *txPermError
+		if errors.As(at.err, &perm) {
+			continue // refused at EXEC by a changed ACL: not run, as Redis
+		}
+		failed := at.err != nil || at.engine >= 0 && at.engine < len(replies) && replies[at.engine].Kind == engine.ReplyError
+		c.ranAlone(q.cmd.subcommand(q.args), q.args, share, failed)
+	}
 }
 
 // rejectCall refuses a command before it runs, counted against its row

@@ -422,7 +422,7 @@ func (c *client) dispatch(args [][]byte) {
 		// [stats] timed alone; failed if it wrote an error reply.
 		start, errs, mark := monoNow(), c.acct.errors, len(c.out)
 		cmd.run(c.s, c, args)
-		c.ranAlone(row, args, monoNow()-start, c.failedAlone(row, errs, mark))
+		c.ranServerCommand(row, args, monoNow()-start, errs, mark)
 		return
 	}
 	ec := c.batch.Add()
