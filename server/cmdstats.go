@@ -490,7 +490,8 @@ func (c *client) ranServerCommand(row *command, args [][]byte, took time.Duratio
 		c.ranAlone(row, args, took, c.acct.errors > errs)
 		return
 	}
-	ran := len(c.out) > mark && c.out[mark] == '*'
+	// An array: it ran the queue (a nil one, *-1, is a WATCH that failed).
+	ran := len(c.out) > mark+1 && c.out[mark] == '*' && c.out[mark+1] != '-'
 	c.ranAlone(row, args, took, len(c.out) > mark && c.out[mark] == '-')
 	if !ran {
 		return

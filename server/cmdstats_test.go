@@ -178,6 +178,7 @@ func TestCommandStatsMatchRedis(t *testing.T) {
 		{"AUTH", "secret"}, {"CONFIG", "GET", "slowlog-max-len"},
 		{"MULTI"}, {"GET"}, {"EXEC"}, // GET rejected; EXEC fails with EXECABORT
 		{"MULTI"}, {"SET", "t", "1"}, {"INCR", "k"}, {"PING"}, {"CONFIG", "GET", "maxclients"}, {"EXEC"}, // each counted, INCR failed
+		{"WATCH", "w"}, {"SET", "w", "1"}, {"MULTI"}, {"DEL", "t"}, {"EXEC"}, // the WATCH fails: DEL does not run
 	}
 	for _, args := range seq {
 		w.same(args...)
@@ -213,8 +214,8 @@ func TestCommandStatsMatchRedis(t *testing.T) {
 		"cmdstat_get:calls=2,usec=N,usec_per_call=N,rejected_calls=2,failed_calls=0",
 		"cmdstat_hset:calls=1,usec=N,usec_per_call=N,rejected_calls=0,failed_calls=1",
 		"cmdstat_config|get:calls=2,usec=N,usec_per_call=N,rejected_calls=1,failed_calls=0",
-		"cmdstat_set:calls=4,usec=N,usec_per_call=N,rejected_calls=0,failed_calls=1",
-		"cmdstat_exec:calls=2,usec=N,usec_per_call=N,rejected_calls=0,failed_calls=1",
+		"cmdstat_set:calls=5,usec=N,usec_per_call=N,rejected_calls=0,failed_calls=1",
+		"cmdstat_exec:calls=3,usec=N,usec_per_call=N,rejected_calls=0,failed_calls=1",
 		"cmdstat_incr:calls=2,usec=N,usec_per_call=N,rejected_calls=0,failed_calls=2",
 	} {
 		if !strings.Contains(stats, want) {
