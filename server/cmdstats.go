@@ -108,6 +108,9 @@ func (sc *StatsConfig) Set(name, value string) error {
 	return nil
 }
 
+// Get is one setting as CONFIG GET gives it.
+func (sc *StatsConfig) Get(name string) string { return sc.values()[name] }
+
 // values are the settings as CONFIG GET gives them.
 func (sc *StatsConfig) values() map[string]string {
 	ps := make([]string, len(sc.LatencyPercentiles))

@@ -110,6 +110,22 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stderr))
 }
 
+// statsFlag is one server.StatsConfig setting as a flag: its default is
+// known (CONFIG REWRITE leaves defaults out) and Set parses it as CONFIG
+// SET does.
+type statsFlag struct {
+	c    *server.StatsConfig
+	name string
+}
+
+func (f statsFlag) String() string {
+	if f.c == nil {
+		return ""
+	}
+	return f.c.Get(f.name)
+}
+func (f statsFlag) Set(v string) error { return f.c.Set(f.name, v) }
+
 func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("sluice-server", flag.ContinueOnError)
 	fs.SetOutput(out)
@@ -172,13 +188,13 @@ func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&o.keyLoadDelay, "key-load-delay", 0, "test aid, as Redis's: load persisted state no faster than one record per this many microseconds")
 	o.stats = server.DefaultStatsConfig()
 	for _, s := range []struct{ name, usage string }{
-		{"slowlog-log-slower-than", "log commands taking this many microseconds or more in SLOWLOG (-1: none, 0: all) (default 10000)"},
-		{"slowlog-max-len", "SLOWLOG entries kept (default 128)"},
-		{"latency-monitor-threshold", "LATENCY records command events of this many milliseconds or more (0: off) (default 0)"},
-		{"latency-tracking", "per-command latency histograms (INFO latencystats, sluice_command_duration_seconds): yes or no (default yes)"},
-		{"latency-tracking-info-percentiles", "percentiles INFO latencystats reports, space separated (default \"50 99 99.9\")"},
+		{"slowlog-log-slower-than", "log commands taking this many microseconds or more in SLOWLOG (-1: none, 0: all)"},
+		{"slowlog-max-len", "SLOWLOG entries kept"},
+		{"latency-monitor-threshold", "LATENCY records command events of this many milliseconds or more (0: off)"},
+		{"latency-tracking", "per-command latency histograms (INFO latencystats, sluice_command_duration_seconds): yes or no"},
+		{"latency-tracking-info-percentiles", "percentiles INFO latencystats reports, space separated"},
 	} {
-		fs.Func(s.name, s.usage, func(v string) error { return o.stats.Set(s.name, v) })
+		fs.Var(statsFlag{&o.stats, s.name}, s.name, s.usage)
 	}
 	return fs
 }
