@@ -442,6 +442,20 @@ func coreCommands() []*command {
 				sub("keyslot", 3, 0, 0), sub("join", 5, flagAdmin, catCluster), sub("forget", 3, flagAdmin, catCluster),
 			},
 			run: cmdCluster},
+		{name: "slowlog", arity: -2, group: "server", since: "2.2.12",
+			summary: "SLOWLOG GET [count]|LEN|RESET|HELP: the commands slower than slowlog-log-slower-than.", args: []argSpec{str("subcommand"), opt(many(str("arg")))}, subs: []*command{
+				sub("get", -2, flagAdmin|flagLoading|flagStale, 0), sub("help", 2, flagLoading|flagStale, 0),
+				sub("len", 2, flagAdmin|flagLoading|flagStale, 0), sub("reset", 2, flagAdmin|flagLoading|flagStale, 0),
+			},
+			run: cmdSlowlog},
+		{name: "latency", arity: -2, group: "server", since: "2.8.13",
+			summary: "LATENCY LATEST|HISTORY|RESET|HISTOGRAM|GRAPH|DOCTOR|HELP: the latency monitor and per-command histograms.", args: []argSpec{str("subcommand"), opt(many(str("arg")))}, subs: []*command{
+				sub("doctor", 2, flagAdmin|flagNoScript|flagLoading|flagStale, 0), sub("graph", 3, flagAdmin|flagNoScript|flagLoading|flagStale, 0),
+				sub("help", 2, flagLoading|flagStale, 0), sub("histogram", -2, flagAdmin|flagNoScript|flagLoading|flagStale, 0),
+				sub("history", 3, flagAdmin|flagNoScript|flagLoading|flagStale, 0), sub("latest", 2, flagAdmin|flagNoScript|flagLoading|flagStale, 0),
+				sub("reset", -2, flagAdmin|flagNoScript|flagLoading|flagStale, 0),
+			},
+			run: cmdLatency},
 		{name: "debug", arity: -2, flags: flagAdmin, group: "server", since: "1.0.0",
 			summary: "DEBUG CLOCK SET unix_ms|ADVANCE ms|GET|REAL (needs --enable-debug-command).", args: []argSpec{str("subcommand"), opt(many(str("arg")))}, run: cmdDebug},
 	}

@@ -104,6 +104,10 @@ func (s *Server) configValues() map[string]string {
 		"client-query-buffer-limit":  strconv.FormatInt(s.qbufLimit.Load(), 10),
 		"auth-max-failures":          strconv.FormatInt(max(s.authMaxFailures.Load(), 0), 10),
 	}
+	stats := s.stats.config()
+	for k, val := range stats.values() {
+		v[k] = val
+	}
 	if s.cfg.TLS != nil {
 		for k, val := range s.cfg.TLS.values() {
 			v[k] = val
@@ -127,6 +131,7 @@ func (s *Server) configValues() map[string]string {
 // closes) and the engine's decision, receipt and lease counters. The ACL
 // denial counters stay, as in Redis (ACL LOG RESET is theirs).
 func (s *Server) resetStats() {
+	s.stats.reset() // commandstats, errorstats, latencystats; not the slow log
 	for _, c := range []*atomic.Int64{&s.commandsN, &s.connections, &s.rejected, &s.qbufClosed, &s.obufClosed} {
 		c.Store(0)
 	}
@@ -140,6 +145,8 @@ var runtimeSettings = []string{
 	"maxmemory", "maxclients", "timeout", "tcp-keepalive", "reqid-window", "requirepass",
 	"busy-reply-threshold", "script-acceleration", "client-output-buffer-limit",
 	"client-query-buffer-limit", "auth-max-failures", "hotkeys-tracking",
+	"slowlog-log-slower-than", "slowlog-max-len", "latency-monitor-threshold", "latency-tracking",
+	"latency-tracking-info-percentiles",
 }
 
 var errNoConfigFile = errors.New("The server is running without a config file")
@@ -266,6 +273,8 @@ func (s *Server) configSet(name, value string) error {
 			return err
 		}
 		s.qbufLimit.Store(n)
+	case "slowlog-log-slower-than", "slowlog-max-len", "latency-monitor-threshold", "latency-tracking", "latency-tracking-info-percentiles":
+		return s.stats.set(name, value)
 	case "maxmemory-policy":
 		if value != "noeviction" {
 			return errors.New("only noeviction is supported: live limiter state is never evicted")

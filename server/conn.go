@@ -86,13 +86,18 @@ type client struct {
 	restCounted bool
 	softSince   time.Time
 	cut         bool
+
+	acct callAcct // commandstats of the batch (cmdstats.go)
 }
 
 // slot is one reply owed, in pipeline order: an engine reply, or an error
-// found while parsing.
+// found while parsing. id and args are the engine command's row and
+// arguments, for commandstats and the slow log.
 type slot struct {
-	idx int32
-	err error
+	idx  int32
+	id   int32
+	err  error
+	args [][]byte
 }
 
 func newClient(s *Server, nc net.Conn) *client {
@@ -364,8 +369,9 @@ func (c *client) dispatch(args [][]byte) {
 		c.reject(unknownCommand(args))
 		return
 	}
+	row := cmd // the (sub)command counted in commandstats
 	if (cmd.arity > 0 && len(args) != cmd.arity) || (cmd.arity < 0 && len(args) < -cmd.arity) {
-		c.reject(fmt.Errorf("wrong number of arguments for '%s' command", cmd.name))
+		c.rejectCall(row, fmt.Errorf("wrong number of arguments for '%s' command", cmd.name))
 		return
 	}
 	if len(cmd.subs) > 0 && len(args) > 1 {
@@ -376,31 +382,32 @@ func (c *client) dispatch(args [][]byte) {
 			c.reject(unknownSubcommand(cmd, args[1]))
 			return
 		}
+		row = sub
 		if (sub.arity > 0 && len(args) != sub.arity) || (sub.arity < 0 && len(args) < -sub.arity) {
-			c.reject(fmt.Errorf("wrong number of arguments for '%s' command", sub.fullname))
+			c.rejectCall(row, fmt.Errorf("wrong number of arguments for '%s' command", sub.fullname))
 			return
 		}
 	}
 	if !c.authed && cmd.flags&flagNoAuth == 0 {
-		c.reject(errNoAuth)
+		c.rejectCall(row, errNoAuth)
 		return
 	}
 	if c.multi != nil && cmd.notInMulti() {
-		c.reject(errNotInMulti)
+		c.rejectCall(row, errNotInMulti)
 		return
 	}
 	// The default user (every command, every key) costs one load and two
 	// tests here; anything narrower is checked against its rules.
 	if u := c.user.rules.Load(); !u.allCommands || !u.allKeys {
 		if err := c.checkACL(u, cmd, args); err != nil {
-			c.reject(err)
+			c.rejectCall(row, err)
 			return
 		}
 	}
 	if c.multi != nil && !cmd.runsInMulti() {
 		// Over maxmemory, a transaction may not grow its queue either.
 		if limit := c.s.backend.MaxMemory(); limit > 0 && c.s.backend.Stats().Memory >= limit {
-			c.reject(engine.ErrOOM)
+			c.rejectCall(row, engine.ErrOOM)
 			return
 		}
 		c.queue(cmd, args)
@@ -411,17 +418,21 @@ func (c *client) dispatch(args [][]byte) {
 		if c.quit {
 			return // its replies could not be written: the connection is closing
 		}
-		c.setLastCmd(cmd.subcommand(args).fullname)
+		c.setLastCmd(row.fullname)
+		// [stats] timed alone; failed if it wrote an error reply.
+		start, errs, mark := monoNow(), c.acct.errors, len(c.out)
 		cmd.run(c.s, c, args)
+		c.ranServerCommand(row, args, monoNow()-start, errs, mark)
 		return
 	}
 	ec := c.batch.Add()
 	if err := c.parse(cmd, ec, args); err != nil {
 		c.batch.Cmds = c.batch.Cmds[:len(c.batch.Cmds)-1]
 		c.replyError(err)
+		c.ranAlone(row, args, 0, true) // [stats] Redis refuses arguments as the command runs
 		return
 	}
-	c.slots = append(c.slots, slot{idx: int32(len(c.batch.Cmds) - 1)})
+	c.slots = append(c.slots, slot{idx: int32(len(c.batch.Cmds) - 1), id: int32(row.id), args: args})
 	if cmd.flags&flagBigReply != 0 {
 		if c.bigReplies++; c.bigReplies >= maxBigReplies {
 			c.flushBatch()
@@ -533,22 +544,30 @@ func (c *client) flushBatch() {
 	if len(c.slots) == 0 {
 		return
 	}
+	var took time.Duration // [stats] the batch's execution, shared by its commands
 	if len(c.batch.Cmds) > 0 {
 		c.batch.ReadOnly = c.readonly
+		start := monoNow()
 		c.s.backend.Execute(&c.batch, c.s.clock.Now())
+		took = monoNow() - start
 	}
 	for i, sl := range c.slots {
 		if sl.idx < 0 {
 			c.writeError(sl.err)
 			continue
 		}
+		errs := c.acct.errors
 		c.writeReply(&c.batch.Replies[sl.idx])
+		c.batchCall(sl.id, c.acct.errors > errs) // [stats]
 		c.batch.Replies[sl.idx] = engine.Reply{} // its items may go as soon as it is written
 		if len(c.out) > flushThreshold {
 			if c.flushPart(i); c.cut {
 				break
 			}
 		}
+	}
+	if len(c.batch.Cmds) > 0 {
+		c.batchDone(took, len(c.batch.Cmds)) // [stats]
 	}
 	c.rest, c.restCounted = 0, false
 	c.slots = c.slots[:0]
@@ -736,10 +755,16 @@ func (c *client) setLastCmd(name string) {
 
 // Reply writers: RESP2 through redcon's encoders.
 
-func (c *client) writeError(err error) { c.out = redcon.AppendError(c.out, errorText(err)) }
-func (c *client) writeOK()             { c.out = redcon.AppendOK(c.out) }
-func (c *client) writeInt(n int64)     { c.out = redcon.AppendInt(c.out, n) }
-func (c *client) writeBulk(b []byte)   { c.out = redcon.AppendBulk(c.out, b) }
+// writeError writes an error reply, counted in errorstats ([stats]).
+func (c *client) writeError(err error) {
+	text := errorText(err)
+	c.acct.errors++
+	c.s.stats.countError(text)
+	c.out = redcon.AppendError(c.out, text)
+}
+func (c *client) writeOK()           { c.out = redcon.AppendOK(c.out) }
+func (c *client) writeInt(n int64)   { c.out = redcon.AppendInt(c.out, n) }
+func (c *client) writeBulk(b []byte) { c.out = redcon.AppendBulk(c.out, b) }
 func (c *client) writeBulkString(s string) {
 	c.out = redcon.AppendBulkString(c.out, s)
 }

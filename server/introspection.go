@@ -169,10 +169,12 @@ func cmdInfo(s *Server, c *client, args [][]byte) {
 		want[strings.ToLower(string(a))] = true
 	}
 	all := len(want) == 0 || want["all"] || want["everything"] || want["default"]
+	// As Redis, commandstats and latencystats are in all, not default.
+	everything := want["all"] || want["everything"]
 	st := s.backend.Stats()
 	var b strings.Builder
 	section := func(name string, lines ...string) {
-		if !all && !want[name] {
+		if !all && !want[name] || (name == "commandstats" || name == "latencystats") && !everything && !want[name] {
 			return
 		}
 		if b.Len() > 0 {
@@ -221,6 +223,7 @@ func cmdInfo(s *Server, c *client, args [][]byte) {
 		"total_connections_received:"+strconv.FormatInt(s.connections.Load(), 10),
 		"rejected_connections:"+strconv.FormatInt(s.rejected.Load(), 10),
 		"total_commands_processed:"+strconv.FormatInt(s.commandsN.Load(), 10),
+		"total_error_replies:"+strconv.FormatInt(s.stats.errReplies.Load(), 10),
 		"decisions_allowed:"+strconv.FormatInt(st.Allowed, 10),
 		"decisions_limited:"+strconv.FormatInt(st.Limited, 10),
 		"reqid_retries_answered:"+strconv.FormatInt(st.ReceiptHits, 10),
@@ -239,6 +242,9 @@ func cmdInfo(s *Server, c *client, args [][]byte) {
 	)
 	section("scripting", s.scripts.infoLines()...)
 	section("replication", s.replicationLines()...)
+	section("commandstats", s.stats.commandstatsLines()...)
+	section("errorstats", s.stats.errorstatsLines()...)
+	section("latencystats", s.stats.latencystatsLines()...)
 	clusterEnabled := "0"
 	if _, ok := s.clustered(); ok {
 		clusterEnabled = "1"

@@ -33,6 +33,7 @@ type metrics struct {
 	// The hot keys, top defaultHotKeysCount of each ranking: at most 20
 	// series, labelled by rank ("1".."10") and key.
 	hotDecisions, hotRefusals *prometheus.Desc
+	cmds                      *cmdMetrics // per command, errors, slowlog (cmdstats.go)
 }
 
 func newMetrics(s *Server) *metrics {
@@ -53,6 +54,7 @@ func newMetrics(s *Server) *metrics {
 
 		hotDecisions: prometheus.NewDesc("sluice_hot_key_decisions_per_second", "Estimated decisions per second of the 10 hottest keys (LIMIT.HOTKEYS BY decisions), by rank.", []string{"rank", "key"}, nil),
 		hotRefusals:  prometheus.NewDesc("sluice_hot_key_refusals_per_second", "Estimated refusals per second of the 10 most refused keys (LIMIT.HOTKEYS BY refusals), by rank.", []string{"rank", "key"}, nil),
+		cmds:         newCmdMetrics(),
 	}
 }
 
@@ -60,6 +62,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.decisions, m.commands, m.connections, m.clients, m.keys, m.swept, m.memory, m.maxMemory, m.leader, m.leases, m.retries, m.authFails, m.hotDecisions, m.hotRefusals} {
 		ch <- d
 	}
+	m.cmds.describe(ch)
 }
 
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
@@ -87,6 +90,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
+	m.cmds.collect(m.s.stats, ch)
 	if cl, ok := m.s.clustered(); ok {
 		leader := 0.0
 		if cl.ClusterView().Self.Leader {

@@ -192,6 +192,9 @@ type Config struct {
 	// HotKeys serves LIMIT.HOTKEYS and hotkeys-tracking. Default: the
 	// backend, if it implements it (the engine does; its wrappers do not).
 	HotKeys HotKeys
+	// Stats holds the slow log, latency monitor and latency tracking
+	// settings (cmdstats.go). Default (nil): DefaultStatsConfig, Redis's.
+	Stats *StatsConfig
 	// Scripts is the script cache and runner, shared with the engine
 	// (engine.Config.Scripts). Default: a cache of the server's own,
 	// whose scripts the engine then refuses to run.
@@ -234,6 +237,7 @@ type Server struct {
 
 	scripts *Scripts
 	health  *Health
+	stats   *cmdStats // per-command statistics, SLOWLOG, LATENCY
 
 	acl            *ACL
 	aclLog         aclLog
@@ -303,7 +307,7 @@ func New(cfg Config, backend Backend) *Server {
 	}
 	s := &Server{cfg: cfg, backend: backend, clock: cfg.Clock, log: log, started: time.Now(),
 		clients: map[int64]*client{}, stop: make(chan struct{}),
-		acl: cfg.ACL, authThrottle: newAuthThrottle(), scripts: cfg.Scripts}
+		acl: cfg.ACL, authThrottle: newAuthThrottle(), scripts: cfg.Scripts, stats: newCmdStats(cfg.Stats)}
 	if s.scripts == nil {
 		s.scripts = NewScripts(log)
 	}

@@ -73,6 +73,7 @@ type options struct {
 	tcpKeepAlive    int
 	obufLimits      server.OutputBufferLimits
 	queryBufLimit   string
+	stats           server.StatsConfig
 	shards          int
 	debug           string
 	logLevel        string
@@ -109,6 +110,22 @@ type options struct {
 func main() {
 	os.Exit(run(os.Args[1:], os.Stderr))
 }
+
+// statsFlag is one server.StatsConfig setting as a flag: its default is
+// known (CONFIG REWRITE leaves defaults out) and Set parses it as CONFIG
+// SET does.
+type statsFlag struct {
+	c    *server.StatsConfig
+	name string
+}
+
+func (f statsFlag) String() string {
+	if f.c == nil {
+		return ""
+	}
+	return f.c.Get(f.name)
+}
+func (f statsFlag) Set(v string) error { return f.c.Set(f.name, v) }
 
 func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("sluice-server", flag.ContinueOnError)
@@ -171,6 +188,16 @@ func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
 	fs.Uint64Var(&o.readyMaxApplyLag, "ready-max-apply-lag", server.DefaultReadyMaxApplyLag, "cluster mode: /readyz fails while this node's applied index is more than this many entries behind its commit index")
 	fs.DurationVar(&o.readyMaxContact, "ready-max-last-contact", server.DefaultReadyMaxLastContact, "cluster mode: /readyz fails on a follower that has not heard from a leader for longer")
 	fs.IntVar(&o.keyLoadDelay, "key-load-delay", 0, "test aid, as Redis's: load persisted state no faster than one record per this many microseconds")
+	o.stats = server.DefaultStatsConfig()
+	for _, s := range []struct{ name, usage string }{
+		{"slowlog-log-slower-than", "log commands taking this many microseconds or more in SLOWLOG (-1: none, 0: all)"},
+		{"slowlog-max-len", "SLOWLOG entries kept"},
+		{"latency-monitor-threshold", "LATENCY records command events of this many milliseconds or more (0: off)"},
+		{"latency-tracking", "per-command latency histograms (INFO latencystats, sluice_command_duration_seconds): yes or no"},
+		{"latency-tracking-info-percentiles", "percentiles INFO latencystats reports, space separated"},
+	} {
+		fs.Var(statsFlag{&o.stats, s.name}, s.name, s.usage)
+	}
 	return fs
 }
 
@@ -373,6 +400,7 @@ func run(args []string, stderr io.Writer) int {
 			}
 		},
 		OutputBufferLimits: &o.obufLimits,
+		Stats:              &o.stats,
 		QueryBufferLimit:   queryBufLimit,
 		TCPKeepAlive: func() time.Duration {
 			if o.tcpKeepAlive <= 0 {
