@@ -225,6 +225,12 @@ type Server struct {
 	stop      chan struct{} // closed by Close: stops the sweeper
 	sweeperWG sync.WaitGroup
 
+	// CLIENT PAUSE and MONITOR (clientcmd.go, monitor.go): hooks has a
+	// bit set while either is active.
+	hooks    atomic.Uint32
+	pause    pauseState
+	monitors monitorSet
+
 	nextID      atomic.Int64
 	connections atomic.Int64 // total accepted
 	rejected    atomic.Int64
