@@ -118,12 +118,12 @@ func monitorLine(b []byte, t time.Time, addr string, args [][]byte) []byte {
 	b = append(b, " [0 "...)
 	b = append(b, addr...)
 	b = append(b, "] "...)
-	redact := redactedArgs(args)
+	from, to := redactedArgs(args)
 	for i, a := range args {
 		if i > 0 {
 			b = append(b, ' ')
 		}
-		if redact(i) {
+		if from <= i && i <= to {
 			a = redactedArg
 		}
 		b = appendRepr(b, a)
@@ -133,28 +133,26 @@ func monitorLine(b []byte, t time.Time, addr string, args [][]byte) []byte {
 
 var redactedArg = []byte("(redacted)")
 
-// redactedArgs says which of args a monitor sees as "(redacted)": AUTH's
-// credentials, HELLO AUTH's, as Redis's redactClientCommandArgument.
-func redactedArgs(args [][]byte) func(i int) bool {
+// redactedArgs is the range of args a monitor sees as "(redacted)" (none:
+// from > to): AUTH's credentials, HELLO AUTH's, as Redis's
+// redactClientCommandArgument.
+func redactedArgs(args [][]byte) (from, to int) {
 	switch {
-	case isWord(args[0], "auth"):
-		return func(i int) bool { return i == 1 || (i == 2 && len(args) == 3) }
+	case isWord(args[0], "auth") && len(args) <= 3: // more: a syntax error, shown as sent
+		return 1, len(args) - 1
 	case isWord(args[0], "hello"):
-		user := -1
 		for j := 2; j < len(args); j++ {
 			more := len(args) - 1 - j
 			if isWord(args[j], "auth") && more >= 2 {
-				user = j + 1
-				break
+				return j + 1, j + 2
 			}
 			if !isWord(args[j], "setname") || more < 1 {
 				break
 			}
 			j++
 		}
-		return func(i int) bool { return user > 0 && (i == user || i == user+1) }
 	}
-	return func(int) bool { return false }
+	return 1, 0
 }
 
 // appendRepr appends a quoted as Redis's sdscatrepr does: backslash
