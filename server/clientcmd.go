@@ -290,7 +290,13 @@ func clientKill(s *Server, c *client, args [][]byte) {
 // close_notify cannot wait behind a blocked Write), and a command it holds
 // for CLIENT PAUSE gives up. Whatever it still owed is dropped, as Redis's
 // freeClient drops it.
+//
+// It leaves the registry at once, as Redis's freeClient: CLIENT LIST no
+// longer shows it when its socket closes.
 func (c *client) kill() {
+	c.s.mu.Lock()
+	delete(c.s.clients, c.id)
+	c.s.mu.Unlock()
 	c.killOnce.Do(func() { close(c.killed) })
 	c.nc.SetDeadline(time.Now())
 	c.nc.Close()
@@ -360,7 +366,7 @@ func (c *client) info(asker *client, argvMem int) string {
 		resp = 3
 	}
 	age := int64(now.Sub(c.created) / time.Second)
-	idle := int64(now.Sub(time.Unix(0, c.lastIO.Load())) / time.Second)
+	idle := int64(time.Duration(c.s.coarseNow.Load()-c.lastIO.Load()) / time.Second)
 	var b strings.Builder
 	fmt.Fprintf(&b, "id=%d addr=%s laddr=%s fd=%d name=%s age=%d idle=%d flags=%s db=0 sub=0 psub=0 ssub=0 multi=%d qbuf=%d qbuf-free=%d argv-mem=%d multi-mem=%d rbs=0 rbp=0 obl=%d oll=0 omem=%d tot-mem=%d events=r cmd=%s user=%s redir=-1 resp=%d lib-name=%s lib-ver=%s",
 		c.id, c.addr, c.nc.LocalAddr(), connFD(c.nc), name, age, max(idle, 0), flags, multi, qbuf, rbuf-qbuf, argvMem, multiMem,
@@ -405,7 +411,10 @@ func (c *client) noteCommand(cmd *command) {
 // at the end of a read: the bytes it holds of an unfinished request, its
 // buffer, its open transaction. Each is stored only when it changed.
 func (c *client) publish() {
-	c.lastIO.Store(time.Now().UnixNano())
+	if t := c.s.coarseNow.Load(); t != c.lastIOSeen {
+		c.lastIOSeen = t
+		c.lastIO.Store(t)
+	}
 	if q := int64(c.end - c.start); q != c.qbufSeen {
 		c.qbufSeen = q
 		c.qbuf.Store(q)
@@ -422,6 +431,21 @@ func (c *client) publish() {
 		c.multiSeen = m
 		c.multiN.Store(m)
 		c.multiMem.Store(mm)
+	}
+}
+
+// tickCoarse keeps coarseNow until Close.
+func (s *Server) tickCoarse() {
+	defer s.sweeperWG.Done()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case t := <-tick.C:
+			s.coarseNow.Store(t.UnixNano())
+		}
 	}
 }
 

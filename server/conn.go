@@ -97,6 +97,7 @@ type client struct {
 	lastIO                        atomic.Int64 // unix ns of the last read
 	qbuf, rbufN, multiN, multiMem atomic.Int64
 	qbufSeen, rbufSeen, multiSeen int64
+	lastIOSeen                    int64
 	held, noEvict                 atomic.Bool
 	killed                        chan struct{}
 	killOnce                      sync.Once
@@ -123,7 +124,8 @@ func newClient(s *Server, nc net.Conn) *client {
 		args:    make([][]byte, 256),
 		killed:  make(chan struct{}),
 	}
-	cl.lastIO.Store(cl.created.UnixNano())
+	cl.lastIOSeen = s.coarseNow.Load()
+	cl.lastIO.Store(cl.lastIOSeen)
 	cl.rbufSeen, cl.multiSeen = int64(len(cl.rbuf)), -1
 	cl.rbufN.Store(cl.rbufSeen)
 	cl.multiN.Store(-1)

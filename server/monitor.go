@@ -230,7 +230,6 @@ func (m *monitor) run() {
 		select {
 		case <-m.wake:
 		case <-m.gone:
-			m.c.nc.SetWriteDeadline(time.Now().Add(ShutdownDrain))
 			last = true
 		}
 		m.mu.Lock()
@@ -278,6 +277,8 @@ func (c *client) endMonitor() {
 		return
 	}
 	c.s.monitors.remove(c.s, m)
+	// A write the writer is blocked in gets the drain bound too.
+	c.setWriteDeadline(time.Now().Add(ShutdownDrain))
 	close(m.gone)
 	<-m.done
 }
