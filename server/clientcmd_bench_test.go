@@ -29,3 +29,30 @@ func BenchmarkReadBookkeeping(b *testing.B) {
 		c.publish()
 	}
 }
+
+// BenchmarkMonitorFeed is what a command costs the connection sending it
+// while one monitor is attached: its line formatted and queued (the
+// queue emptied as a writer that keeps up would).
+func BenchmarkMonitorFeed(b *testing.B) {
+	s := New(Config{}, nil)
+	defer s.Close()
+	srv, cli := net.Pipe()
+	defer srv.Close()
+	defer cli.Close()
+	c := newClient(s, srv)
+	m := &monitor{c: c, wake: make(chan struct{}, 1)}
+	s.monitors.add(s, m)
+	cmd := commands["cl.throttle"]
+	args := [][]byte{[]byte("CL.THROTTLE"), []byte("sluice-bench:cl.throttle:00001234"), []byte("99"), []byte("100"), []byte("1")}
+	b.ReportAllocs()
+	for b.Loop() {
+		s.monitors.feed(c, cmd, args)
+		m.mu.Lock()
+		m.queue = m.queue[:0]
+		m.mu.Unlock()
+		select {
+		case <-m.wake:
+		default:
+		}
+	}
+}

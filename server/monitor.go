@@ -160,7 +160,13 @@ func redactedArgs(args [][]byte) (from, to int) {
 func appendRepr(b, a []byte) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
-	for _, ch := range a {
+	plain := 0 // a[plain:i] needs no escape: appended in one copy
+	for i, ch := range a {
+		if ch >= ' ' && ch <= '~' && ch != '\\' && ch != '"' {
+			continue
+		}
+		b = append(b, a[plain:i]...)
+		plain = i + 1
 		switch ch {
 		case '\\', '"':
 			b = append(b, '\\', ch)
@@ -175,13 +181,10 @@ func appendRepr(b, a []byte) []byte {
 		case '\b':
 			b = append(b, '\\', 'b')
 		default:
-			if ch >= ' ' && ch <= '~' {
-				b = append(b, ch)
-			} else {
-				b = append(b, '\\', 'x', hex[ch>>4], hex[ch&15])
-			}
+			b = append(b, '\\', 'x', hex[ch>>4], hex[ch&15])
 		}
 	}
+	b = append(b, a[plain:]...)
 	return append(b, '"')
 }
 

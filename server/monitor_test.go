@@ -48,6 +48,7 @@ func TestMonitorMatchesRedis(t *testing.T) {
 	cmds := [][]string{
 		{"set", "a b", "x\"\r\n\x01\xff\\\t\a\b\x7f~ "},
 		{"get", "a b"},
+		{"set", "every byte", everyByte()},
 		{"ping"},
 		{"echo", ""},
 		{"incr", "123"},
@@ -128,4 +129,13 @@ func TestMonitorSlowIsCutOff(t *testing.T) {
 			break
 		}
 	}
+}
+
+// everyByte is the 256 byte values in order.
+func everyByte() string {
+	b := make([]byte, 256)
+	for i := range b {
+		b[i] = byte(i)
+	}
+	return string(b)
 }
