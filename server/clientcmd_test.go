@@ -316,6 +316,40 @@ func TestClientPause(t *testing.T) {
 			t.Fatalf("held decision: %q", got)
 		}
 	})
+	t.Run("write mode holds scripts and EXECs of writes", func(t *testing.T) {
+		// A transaction queued before the pause: its EXEC writes.
+		tx, txReplies := send([]string{"MULTI"}, []string{"SET", "k", "tx"})
+		next(txReplies, "MULTI")
+		next(txReplies, "queued SET")
+		if got := admin.Do(t, "CLIENT", "PAUSE", "60000", "WRITE"); got != "+OK\r\n" {
+			t.Fatal(got)
+		}
+		_, reads := send([]string{"MULTI"}, []string{"GET", "k"}, []string{"EXEC"})
+		for _, what := range []string{"MULTI", "queued GET", "EXEC of a read"} {
+			next(reads, what+" during a WRITE pause")
+		}
+		_, script := send([]string{"EVAL", "return 1", "0"})
+		// tx's reader took its two replies and stopped: EXEC's is read
+		// here.
+		tx.Conn().Write(sluicetest.EncodeCommand("EXEC"))
+		execReply := make(chan string, 1)
+		go func() {
+			if b, err := sluicetest.ReadReply(bufio.NewReader(tx.Conn())); err == nil {
+				execReply <- string(b)
+			}
+		}()
+		if !stillHeld(script) || !stillHeld(execReply) {
+			t.Fatal("a script or an EXEC of a write ran during the pause")
+		}
+		admin.Do(t, "CLIENT", "UNPAUSE")
+		if got := next(script, "EVAL after UNPAUSE"); got != ":1\r\n" {
+			t.Fatalf("held EVAL: %q", got)
+		}
+		if got := next(execReply, "EXEC after UNPAUSE"); got != "*1\r\n+OK\r\n" {
+			t.Fatalf("held EXEC: %q", got)
+		}
+		s.Do(t, "SET", "k", "during")
+	})
 	t.Run("releases at the timeout", func(t *testing.T) {
 		start := time.Now()
 		if got := admin.Do(t, "CLIENT", "PAUSE", "200", "WRITE"); got != "+OK\r\n" {
