@@ -10,7 +10,7 @@ import (
 	"github.com/sluicehq/sluice/internal/sluicetest"
 )
 
-// BenchmarkDecisionsMonitor is a decision's cost over a real connection,
+// BenchmarkDecisionsMonitor is a decision's cost over real connections,
 // pipelines of 16 CL.THROTTLE, with no monitor attached and with one that
 // keeps up (its lines read and dropped): ns/op per decision.
 func BenchmarkDecisionsMonitor(b *testing.B) {
@@ -29,27 +29,42 @@ func BenchmarkDecisionsMonitor(b *testing.B) {
 	}
 }
 
+// benchDecisions sends pipelines of 16 decisions from 8 connections per
+// GOMAXPROCS at once, so that the server's CPU, not the round trip,
+// bounds it: ns/op is per decision.
 func benchDecisions(b *testing.B, addr string) {
 	const depth = 16
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
 	var pipeline []byte
 	for i := range depth {
 		pipeline = append(pipeline, sluicetest.EncodeCommand("CL.THROTTLE", "bench:"+strconv.Itoa(i), "1000000", "1000000", "1")...)
 	}
-	r := bufio.NewReaderSize(c, 64<<10)
+	b.SetParallelism(8)
 	b.ResetTimer()
-	for i := 0; i < b.N; i += depth {
-		if _, err := c.Write(pipeline); err != nil {
-			b.Fatal(err)
+	b.RunParallel(func(pb *testing.PB) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			b.Error(err)
+			return
 		}
-		for range depth {
-			if _, err := sluicetest.ReadReply(r); err != nil {
-				b.Fatal(err)
+		defer c.Close()
+		r := bufio.NewReaderSize(c, 64<<10)
+		for {
+			// One pipeline per depth iterations: pb.Next counts decisions.
+			for range depth {
+				if !pb.Next() {
+					return
+				}
+			}
+			if _, err := c.Write(pipeline); err != nil {
+				b.Error(err)
+				return
+			}
+			for range depth {
+				if _, err := sluicetest.ReadReply(r); err != nil {
+					b.Error(err)
+					return
+				}
 			}
 		}
-	}
+	})
 }
