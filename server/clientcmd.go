@@ -140,7 +140,7 @@ func unknownClientType(name []byte) error {
 	return fmt.Errorf("Unknown client type '%s'", name)
 }
 
-// connections lists the open connections in id order (Redis lists them in
+// clientsByID lists the open connections in id order (Redis lists them in
 // the order they connected).
 func (s *Server) clientsByID() []*client {
 	s.mu.Lock()
@@ -519,11 +519,11 @@ func (p *pauseState) endLocked(s *Server) {
 	s.setHook(hookPause, false)
 }
 
-// holding is the pause that holds cmd (with args), and the channel closed
+// holding is the pause that holds cmd, and the channel closed
 // when it ends; nil when none does. WRITE holds what may write: writes,
 // decisions, scripts (which may do either: Redis's may-replicate), and an
 // EXEC whose queue holds any of them.
-func (p *pauseState) holding(c *client, cmd *command, args [][]byte) chan struct{} {
+func (p *pauseState) holding(c *client, cmd *command) chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch p.mode {
@@ -591,7 +591,7 @@ func clientPause(s *Server, c *client, args [][]byte) {
 // while it was held).
 func (c *client) hook(cmd *command, args [][]byte) bool {
 	if c.hooks&hookPause != 0 {
-		if done := c.s.pause.holding(c, cmd, args); done != nil {
+		if done := c.s.pause.holding(c, cmd); done != nil {
 			// The replies owed go out first, as Redis writes them while
 			// the command waits.
 			c.flushBatch()
