@@ -399,11 +399,15 @@ func coreCommands() []*command {
 		{name: "select", cats: catConnection, arity: 2, flags: flagFast | flagStale, group: "connection", since: "1.0.0",
 			summary: "Select database 0 (the only one).", args: []argSpec{integer("index")}, run: cmdSelect},
 		{name: "client", arity: -2, flags: flagStale, group: "connection", since: "2.4.0",
-			summary: "CLIENT SETNAME|GETNAME|ID|SETINFO|LIST|INFO.", args: []argSpec{str("subcommand"), opt(many(str("arg")))}, subs: []*command{
+			summary: "CLIENT SETNAME|GETNAME|ID|SETINFO|LIST|INFO|KILL|PAUSE|UNPAUSE|NO-EVICT.", args: []argSpec{str("subcommand"), opt(many(str("arg")))}, subs: []*command{
 				sub("setname", 3, 0, catConnection), sub("getname", 2, 0, catConnection), sub("id", 2, 0, catConnection),
 				sub("setinfo", 4, 0, catConnection), sub("list", -2, flagAdmin, catConnection), sub("info", 2, 0, catConnection),
+				sub("kill", -3, flagAdmin, catConnection), sub("pause", -3, flagAdmin, catConnection), sub("unpause", 2, flagAdmin, catConnection),
+				sub("no-evict", 3, flagAdmin, catConnection),
 			},
 			run: cmdClient},
+		{name: "monitor", arity: 1, flags: flagAdmin | flagNoScript | flagLoading | flagStale, group: "server", since: "1.0.0",
+			summary: "Stream every command the server runs to this connection.", run: cmdMonitor},
 		{name: "command", cats: catConnection, arity: -1, flags: flagStale, group: "server", since: "2.8.13",
 			summary: "COMMAND, COMMAND COUNT|INFO|DOCS|LIST.", args: []argSpec{opt(str("subcommand")), opt(many(str("arg")))}, subs: []*command{
 				sub("count", 2, 0, catConnection), sub("docs", -2, 0, catConnection), sub("info", -2, 0, catConnection), sub("list", -2, 0, catConnection),

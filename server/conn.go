@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tidwall/redcon"
@@ -40,7 +41,6 @@ type client struct {
 	name    string
 	libName string
 	libVer  string
-	lastCmd string
 
 	// user is who the connection is authenticated as (the default user
 	// until AUTH); written by the connection's goroutine under mu.
@@ -88,6 +88,22 @@ type client struct {
 	cut         bool
 
 	acct callAcct // commandstats of the batch (cmdstats.go)
+	// CLIENT LIST, KILL, PAUSE and MONITOR (clientcmd.go, monitor.go).
+	// hooks is Server.hooks as of this read. The atomics are what other
+	// connections read of this one, published when they change (the
+	// *Seen fields are the values last published).
+	hooks                         uint32
+	last                          *command
+	lastCmd                       atomic.Pointer[command]
+	lastIO                        atomic.Int64 // unix ns of the last read
+	qbuf, rbufN, multiN, multiMem atomic.Int64
+	qbufSeen, rbufSeen, multiSeen int64
+	lastIOSeen                    int64
+	held, noEvict                 atomic.Bool
+	killed                        chan struct{}
+	killOnce                      sync.Once
+	mon                           atomic.Pointer[monitor]
+	monLine                       []byte
 }
 
 // slot is one reply owed, in pipeline order: an engine reply, or an error
@@ -110,7 +126,13 @@ func newClient(s *Server, nc net.Conn) *client {
 		rbuf:    make([]byte, initialReadBuffer),
 		keyBuf:  make([]keyRef, 0, 16),
 		args:    make([][]byte, 256),
+		killed:  make(chan struct{}),
 	}
+	cl.lastIOSeen = s.coarseNow.Load()
+	cl.lastIO.Store(cl.lastIOSeen)
+	cl.rbufSeen, cl.multiSeen = int64(len(cl.rbuf)), -1
+	cl.rbufN.Store(cl.rbufSeen)
+	cl.multiN.Store(-1)
 	if tcp, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
 		cl.local = tcp.IP.IsLoopback()
 	}
@@ -132,6 +154,7 @@ func (c *client) interrupt() {
 
 func (c *client) serve() {
 	defer c.nc.Close()
+	defer c.endMonitor() // MONITOR: its writer sends what is queued first
 	defer c.unwatchAll()
 	defer func() {
 		// Nothing a client sends may take the server down; a bug that
@@ -168,7 +191,7 @@ func (c *client) serve() {
 			}
 			c.flushOut()
 		}
-		if err != nil || c.s.isClosing() {
+		if err != nil || c.s.isClosing() || c.wasKilled() {
 			return
 		}
 	}
@@ -195,7 +218,7 @@ func (c *client) setIdleDeadline() bool {
 	default:
 		return true
 	}
-	return !c.s.isClosing()
+	return !c.s.isClosing() && !c.wasKilled()
 }
 
 // errQueryLimit: an unfinished request needs more than
@@ -252,6 +275,7 @@ func nextCommand(packet []byte, argsbuf [][]byte) (complete bool, args [][]byte,
 // process runs every complete command in the read buffer as one pipeline,
 // and returns how many it ran.
 func (c *client) process() int {
+	c.hooks = c.s.hooks.Load() // CLIENT PAUSE, MONITOR (clientcmd.go)
 	used := 0
 	count := 0
 	for c.start < c.end && !c.quit {
@@ -320,6 +344,7 @@ func (c *client) process() int {
 		}
 	}
 	c.flushBatch()
+	c.publish() // for CLIENT LIST (clientcmd.go)
 	c.s.commandsN.Add(int64(count))
 	if c.start == c.end {
 		c.start, c.end = 0, 0
@@ -365,6 +390,7 @@ func (c *client) checkArgs(args [][]byte) error {
 // into the pending engine batch or runs it on the connection.
 func (c *client) dispatch(args [][]byte) {
 	cmd := lookupCommand(args[0])
+	c.noteCommand(cmd) // CLIENT LIST's cmd= (clientcmd.go)
 	if cmd == nil {
 		c.reject(unknownCommand(args))
 		return
@@ -379,6 +405,7 @@ func (c *client) dispatch(args [][]byte) {
 		// before anything else, as Redis does.
 		sub := cmd.subcommand(args)
 		if sub == cmd {
+			c.noteCommand(nil)
 			c.reject(unknownSubcommand(cmd, args[1]))
 			return
 		}
@@ -387,6 +414,7 @@ func (c *client) dispatch(args [][]byte) {
 			c.rejectCall(row, fmt.Errorf("wrong number of arguments for '%s' command", sub.fullname))
 			return
 		}
+		c.noteCommand(sub)
 	}
 	if !c.authed && cmd.flags&flagNoAuth == 0 {
 		c.rejectCall(row, errNoAuth)
@@ -404,6 +432,10 @@ func (c *client) dispatch(args [][]byte) {
 			return
 		}
 	}
+	// CLIENT PAUSE holds, MONITOR shows (clientcmd.go).
+	if c.hooks != 0 && !c.hook(cmd, args) {
+		return
+	}
 	if c.multi != nil && !cmd.runsInMulti() {
 		// Over maxmemory, a transaction may not grow its queue either.
 		if limit := c.s.backend.MaxMemory(); limit > 0 && c.s.backend.Stats().Memory >= limit {
@@ -418,7 +450,6 @@ func (c *client) dispatch(args [][]byte) {
 		if c.quit {
 			return // its replies could not be written: the connection is closing
 		}
-		c.setLastCmd(row.fullname)
 		// [stats] timed alone; failed if it wrote an error reply.
 		start, errs, mark := monoNow(), c.acct.errors, len(c.out)
 		cmd.run(c.s, c, args)
@@ -609,6 +640,12 @@ func (c *client) flushOut() {
 		c.out = c.out[:0]
 		return
 	}
+	if m := c.mon.Load(); m != nil {
+		// MONITOR: its writer owns the socket (monitor.go).
+		m.push(c.s, c.out)
+		c.out = c.out[:0]
+		return
+	}
 	if l := &c.s.obuf.Load()[ClassNormal]; l.Hard != 0 || l.Soft != 0 || !c.softSince.IsZero() {
 		c.writeLimited(l)
 	} else if _, err := c.nc.Write(c.out); err != nil {
@@ -745,12 +782,6 @@ func intLen(n int64) int {
 		l++
 	}
 	return l
-}
-
-func (c *client) setLastCmd(name string) {
-	c.mu.Lock()
-	c.lastCmd = name
-	c.mu.Unlock()
 }
 
 // Reply writers: RESP2 through redcon's encoders.

@@ -3,9 +3,6 @@ package server
 import (
 	"errors"
 	"fmt"
-	"sort"
-	"strings"
-	"time"
 
 	"github.com/sluicehq/sluice/engine"
 )
@@ -162,77 +159,4 @@ func validName(b []byte) error {
 		}
 	}
 	return nil
-}
-
-func cmdClient(s *Server, c *client, args [][]byte) {
-	sub := strings.ToLower(string(args[1]))
-	switch {
-	case sub == "setname" && len(args) == 3:
-		if err := validName(args[2]); err != nil {
-			c.writeError(err)
-			return
-		}
-		c.mu.Lock()
-		c.name = string(args[2])
-		c.mu.Unlock()
-		c.writeOK()
-	case sub == "getname" && len(args) == 2:
-		c.mu.Lock()
-		name := c.name
-		c.mu.Unlock()
-		if name == "" {
-			c.writeNil()
-		} else {
-			c.writeBulkString(name)
-		}
-	case sub == "id" && len(args) == 2:
-		c.writeInt(c.id)
-	case sub == "setinfo" && len(args) == 4:
-		attr := strings.ToLower(string(args[2]))
-		if attr != "lib-name" && attr != "lib-ver" {
-			c.writeError(fmt.Errorf("Unrecognized option '%s'", args[2]))
-			return
-		}
-		if err := validName(args[3]); err != nil {
-			c.writeError(err)
-			return
-		}
-		c.mu.Lock()
-		if attr == "lib-name" {
-			c.libName = string(args[3])
-		} else {
-			c.libVer = string(args[3])
-		}
-		c.mu.Unlock()
-		c.writeOK()
-	case sub == "list" && len(args) == 2:
-		s.mu.Lock()
-		list := make([]*client, 0, len(s.clients))
-		for _, cl := range s.clients {
-			list = append(list, cl)
-		}
-		s.mu.Unlock()
-		sort.Slice(list, func(i, j int) bool { return list[i].id < list[j].id })
-		var b strings.Builder
-		for _, cl := range list {
-			b.WriteString(cl.describe())
-			b.WriteByte('\n')
-		}
-		c.writeVerbatim(b.String())
-	case sub == "info" && len(args) == 2:
-		c.writeVerbatim(c.describe() + "\n")
-	default:
-		c.writeError(fmt.Errorf("unknown subcommand or wrong number of arguments for '%s'. Try CLIENT HELP.", args[1]))
-	}
-}
-
-func (c *client) describe() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	resp := 2
-	if c.resp3 {
-		resp = 3
-	}
-	return fmt.Sprintf("id=%d addr=%s laddr=%s name=%s age=%d db=0 cmd=%s user=%s resp=%d lib-name=%s lib-ver=%s",
-		c.id, c.addr, c.nc.LocalAddr(), c.name, int(time.Since(c.created).Seconds()), c.lastCmd, c.user.name, resp, c.libName, c.libVer)
 }

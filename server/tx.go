@@ -302,7 +302,6 @@ func cmdExec(s *Server, c *client, args [][]byte) {
 		case at[i].engine >= 0:
 			c.writeReply(&replies[at[i].engine])
 		default:
-			c.setLastCmd(q.cmd.subcommand(q.args).fullname)
 			q.cmd.run(s, c, q.args)
 		}
 	}
