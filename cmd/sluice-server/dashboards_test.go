@@ -425,7 +425,10 @@ func TestDashboardAndAlertMetricsExist(t *testing.T) {
 		exprs[e] = where
 	}
 
-	standalone, standaloneMetrics := startWithMetrics(t, "--dir", t.TempDir(), "--requirepass", "pw", "--appendfsync", "always")
+	// Hot-key tracking is off by default; the dashboard's hot-key panel
+	// reads it when an operator turns it on.
+	standalone, standaloneMetrics := startWithMetrics(t, "--dir", t.TempDir(), "--requirepass", "pw", "--appendfsync", "always",
+		"--hotkeys-tracking", "yes")
 	member, memberMetrics := startWithMetrics(t, "--dir", t.TempDir(), "--requirepass", "pw",
 		"--cluster-enabled", "yes", "--cluster-bootstrap", "yes")
 	// A follower: some raft metrics (last contact) are followers' only.
