@@ -462,17 +462,9 @@ func (d *Durable) save() (err error) {
 		d.lastSave.Store(time.Now().Unix())
 		d.saves.Add(1)
 	}()
-	newGen := d.gen + 1
-	next, err := CreateLog(logPath(d.cfg.Dir, newGen), LogConfig{Fsync: d.cfg.Fsync, Logger: d.log, FsyncTimes: &d.fsyncTimes, openFile: d.cfg.openFile})
+	next, newGen, err := d.rotateLocked()
 	if err != nil {
 		return err
-	}
-	d.mu.Lock()
-	old := d.cur
-	d.cur, d.gen = next, newGen
-	d.mu.Unlock()
-	if err := old.Close(); err != nil {
-		d.log.Error("closing the previous log generation", "err", err)
 	}
 	rotated := time.Now()
 	// The copies leave out what has expired at the time they record.
@@ -505,6 +497,67 @@ func (d *Durable) save() (err error) {
 		}
 	}
 	return nil
+}
+
+// rotateLocked starts the next log generation, under the current
+// appendfsync, and closes the previous one (which fsyncs it). saveMu held.
+func (d *Durable) rotateLocked() (*Log, uint64, error) {
+	newGen := d.gen + 1
+	next, err := CreateLog(logPath(d.cfg.Dir, newGen), LogConfig{Fsync: d.cfg.Fsync, Logger: d.log, FsyncTimes: &d.fsyncTimes, openFile: d.cfg.openFile})
+	if err != nil {
+		return nil, 0, err
+	}
+	d.mu.Lock()
+	old := d.cur
+	d.cur, d.gen = next, newGen
+	d.mu.Unlock()
+	if err := old.Close(); err != nil {
+		d.log.Error("closing the previous log generation", "err", err)
+	}
+	return next, newGen, nil
+}
+
+// SetFsync changes appendfsync at run time (CONFIG SET appendfsync). A
+// log's policy is fixed for its life (the writer, the fsyncer and what the
+// buffer keeps all follow it), so the change starts a new log generation
+// under the new policy; records already appended are closed under the old
+// one. Recovery replays the generations in order, as after a snapshot that
+// failed after its rotation; the next snapshot compacts them.
+func (d *Durable) SetFsync(p FsyncPolicy) error {
+	if p < FsyncEverySec || p > FsyncNo {
+		return fmt.Errorf("unknown fsync policy %v", p)
+	}
+	d.saveMu.Lock()
+	defer d.saveMu.Unlock()
+	if p == d.cfg.Fsync {
+		return nil
+	}
+	prev := d.cfg.Fsync
+	d.cfg.Fsync = p
+	if _, _, err := d.rotateLocked(); err != nil {
+		d.cfg.Fsync = prev
+		return err
+	}
+	d.log.Info("appendfsync changed", "appendfsync", p.String(), "was", prev.String(), "generation", d.gen)
+	return nil
+}
+
+// AppendFsync is the appendfsync in force (CONFIG GET appendfsync).
+func (d *Durable) AppendFsync() string {
+	d.mu.RLock()
+	cur := d.cur
+	d.mu.RUnlock()
+	return cur.Stats().Policy.String()
+}
+
+// SetAppendFsync is SetFsync by name, worded as Redis's CONFIG SET
+// refuses a bad one.
+func (d *Durable) SetAppendFsync(name string) error {
+	p, err := ParseFsyncPolicy(name)
+	if err != nil {
+		return errors.New("argument(s) must be one of the following: everysec, always, no")
+	}
+	return d.SetFsync(p)
 }
 
 // Close takes a final snapshot (a clean shutdown then restarts from it
@@ -551,7 +604,7 @@ func (d *Durable) InfoLines() []string {
 	}
 	return []string{
 		"aof_enabled:1",
-		"aof_fsync_policy:" + d.cfg.Fsync.String(),
+		"aof_fsync_policy:" + st.Policy.String(),
 		"aof_current_size:" + strconv.FormatInt(st.Size, 10),
 		"aof_base_size:" + strconv.FormatInt(d.baseSize.Load(), 10),
 		"aof_last_write_status:" + status,

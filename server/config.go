@@ -123,6 +123,9 @@ func (s *Server) configValues() map[string]string {
 	for k, own := range s.cfg.OwnSettings {
 		v[k] = own.Get()
 	}
+	if f, ok := s.cfg.Persistence.(FsyncSetter); ok {
+		v["appendfsync"] = f.AppendFsync()
+	}
 	return v
 }
 
@@ -144,7 +147,7 @@ func (s *Server) resetStats() {
 var runtimeSettings = []string{
 	"maxmemory", "maxclients", "timeout", "tcp-keepalive", "reqid-window", "requirepass",
 	"busy-reply-threshold", "script-acceleration", "client-output-buffer-limit",
-	"client-query-buffer-limit", "auth-max-failures", "hotkeys-tracking",
+	"client-query-buffer-limit", "auth-max-failures", "hotkeys-tracking", "appendfsync",
 	"slowlog-log-slower-than", "slowlog-max-len", "latency-monitor-threshold", "latency-tracking",
 	"latency-tracking-info-percentiles",
 }
@@ -160,7 +163,9 @@ func (s *Server) configRewrite() error {
 	all := s.configValues()
 	settings := make(map[string]string, len(runtimeSettings)+len(s.cfg.OwnSettings))
 	for _, name := range runtimeSettings {
-		settings[name] = all[name]
+		if v, ok := all[name]; ok { // appendfsync only with an append-only file
+			settings[name] = v
+		}
 	}
 	for name := range s.cfg.OwnSettings {
 		settings[name] = all[name]
@@ -279,6 +284,12 @@ func (s *Server) configSet(name, value string) error {
 		if value != "noeviction" {
 			return errors.New("only noeviction is supported: live limiter state is never evicted")
 		}
+	case "appendfsync":
+		f, ok := s.cfg.Persistence.(FsyncSetter)
+		if !ok {
+			return errors.New("appendonly is off: there is no append-only file to fsync")
+		}
+		return f.SetAppendFsync(value)
 	case "auth-max-failures":
 		n, err := strconv.ParseInt(value, 10, 64)
 		if err != nil || n < 0 || n > 1<<31 {

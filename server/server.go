@@ -94,6 +94,12 @@ type Persister interface {
 	InfoLines() []string
 }
 
+// FsyncSetter is a Persister whose appendfsync CONFIG SET changes.
+type FsyncSetter interface {
+	AppendFsync() string
+	SetAppendFsync(policy string) error
+}
+
 // DebugMode says who may run DEBUG.
 type DebugMode int
 

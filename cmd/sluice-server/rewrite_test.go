@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -129,4 +130,60 @@ func TestRewriteConfigFile(t *testing.T) {
 	if strings.Join(seen, " ") != "lua-time-limit=7000 timeout=0" || o2.busyMS != 7000 {
 		t.Fatalf("loaded back: %v (busy-reply-threshold %d)", seen, o2.busyMS)
 	}
+}
+
+// CONFIG SET appendfsync at run time: the policy in force changes at once
+// (INFO, CONFIG GET), what was written under either policy survives kill
+// -9, and a bad value gets Redis's refusal, changing nothing.
+func TestConfigSetAppendFsync(t *testing.T) {
+	dir := t.TempDir()
+	args := []string{"--dir", dir, "--appendfsync", "everysec"}
+	addr, cmd := startBinary(t, args...)
+	c := sluicetest.DialRaw(t, "tcp", addr)
+	r := sluicetest.StartRedis(t)
+	oracle := sluicetest.DialRaw(t, r.Network, r.Addr)
+	for _, bad := range []string{"bogus", "sometimes", ""} {
+		want := oracle.Do(t, "CONFIG", "SET", "appendfsync", bad)
+		if got := c.Do(t, "CONFIG", "SET", "appendfsync", bad); got != want {
+			t.Errorf("CONFIG SET appendfsync %q: %q, redis %q", bad, got, want)
+		}
+	}
+	for i := range 50 {
+		c.Do(t, "SET", "before:"+strconv.Itoa(i), "v")
+	}
+	if got := c.Do(t, "CONFIG", "SET", "appendfsync", "ALWAYS"); got != "+OK\r\n" {
+		t.Fatalf("CONFIG SET appendfsync ALWAYS: %q", got)
+	}
+	if got := c.Do(t, "CONFIG", "GET", "appendfsync"); got != oracleGet(t, oracle, "ALWAYS") {
+		t.Errorf("CONFIG GET appendfsync after the change: %q", got)
+	}
+	if got := c.Do(t, "INFO", "persistence"); !strings.Contains(got, "aof_fsync_policy:always\r\n") {
+		t.Errorf("INFO persistence after the change: %q", got)
+	}
+	for i := range 50 {
+		c.Do(t, "SET", "after:"+strconv.Itoa(i), "v")
+	}
+	// The same policy again changes nothing.
+	if got := c.Do(t, "CONFIG", "SET", "appendfsync", "always"); got != "+OK\r\n" {
+		t.Fatalf("CONFIG SET appendfsync always again: %q", got)
+	}
+	killHard(t, cmd)
+	addr, _ = startBinary(t, args...)
+	c = sluicetest.DialRaw(t, "tcp", addr)
+	if got := c.Do(t, "DBSIZE"); got != ":100\r\n" {
+		t.Fatalf("after kill -9: DBSIZE %q, want every key written under both policies", got)
+	}
+	// The restart takes the command line's policy again (CONFIG REWRITE
+	// would keep the change).
+	if got := c.Do(t, "INFO", "persistence"); !strings.Contains(got, "aof_fsync_policy:everysec\r\n") {
+		t.Errorf("INFO persistence after the restart: %q", got)
+	}
+}
+
+// oracleGet is what redis-server answers CONFIG GET appendfsync with after
+// CONFIG SET appendfsync to.
+func oracleGet(t *testing.T, oracle *sluicetest.RawConn, to string) string {
+	t.Helper()
+	oracle.Do(t, "CONFIG", "SET", "appendfsync", to)
+	return oracle.Do(t, "CONFIG", "GET", "appendfsync")
 }
