@@ -6,8 +6,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/clock"
@@ -144,5 +146,72 @@ func copyDir(t *testing.T, from, to string) {
 		if err := os.WriteFile(filepath.Join(to, e.Name()), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// A record of the generation a rotation is closing is not durable until
+// that log's last write (and fsync) is done: WaitDurable waits for it
+// rather than answering at once because a newer generation exists. A
+// stalled disk holds the old log's write while CONFIG SET appendfsync
+// rotates.
+func TestWaitDurableAcrossARotation(t *testing.T) {
+	gate := make(chan struct{})
+	var files []*faultFile
+	var mu sync.Mutex
+	open := func(name string, flag int, perm os.FileMode) (file, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		ff := &faultFile{}
+		if len(files) == 0 {
+			ff.gate = gate // the first generation's writes stall
+		}
+		files = append(files, ff)
+		return ff.open(name, flag, perm)
+	}
+	eng := engine.New(engine.Config{Shards: 1})
+	defer eng.Close()
+	d, err := OpenDurable(eng, DurableConfig{Dir: t.TempDir(), Fsync: FsyncAlways, Clock: clock.New(nil), AutoRewritePercent: -1, openFile: open})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		select {
+		case <-gate:
+		default:
+			close(gate)
+		}
+		d.Close()
+	}()
+	seq, err := d.Append([]byte("a record"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotated := make(chan error, 1)
+	go func() { rotated <- d.SetFsync(FsyncNo) }()
+	sluiceWait(t, func() bool { return d.generation() == 2 })
+	waited := make(chan error, 1)
+	go func() { waited <- d.WaitDurable(seq) }()
+	select {
+	case err := <-waited:
+		t.Fatalf("WaitDurable answered %v while the record's write was stalled", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(gate)
+	if err := <-waited; err != nil {
+		t.Fatalf("WaitDurable once the old log closed: %v", err)
+	}
+	if err := <-rotated; err != nil {
+		t.Fatalf("SetFsync: %v", err)
+	}
+}
+
+func sluiceWait(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -84,9 +84,13 @@ type Durable struct {
 	clock *clock.Clock
 	log   *slog.Logger
 
-	mu  sync.RWMutex // guards cur and gen against rotation
+	mu  sync.RWMutex // guards cur, gen, prev and prevGen against rotation
 	cur *Log
 	gen uint64
+	// prev is the generation a rotation is closing, until its Close (its
+	// last write and fsync) returns: its records are not durable yet.
+	prev    *Log
+	prevGen uint64
 
 	saveMu   sync.Mutex
 	saving   atomic.Bool
@@ -377,16 +381,20 @@ func (d *Durable) Append(rec []byte) (uint64, error) {
 	return gen<<genShift | seq, nil
 }
 
-// WaitDurable is the Journal's. A seq from an older generation is durable:
-// rotation closes (and so fsyncs) the old log.
+// WaitDurable is the Journal's. A seq of the generation a rotation is
+// closing waits for that log (its Close writes and fsyncs what it holds);
+// one from an older generation is durable: its log was closed.
 func (d *Durable) WaitDurable(seq uint64) error {
 	d.mu.RLock()
-	cur, gen := d.cur, d.gen
+	cur, gen, prev, prevGen := d.cur, d.gen, d.prev, d.prevGen
 	d.mu.RUnlock()
-	if seq>>genShift != gen {
-		return nil
+	switch g := seq >> genShift; {
+	case g == gen:
+		return cur.WaitDurable(seq & (1<<genShift - 1))
+	case prev != nil && g == prevGen:
+		return prev.WaitDurable(seq & (1<<genShift - 1))
 	}
-	return cur.WaitDurable(seq & (1<<genShift - 1))
+	return nil
 }
 
 // Err is the Journal's: non-nil while the log cannot persist.
@@ -509,11 +517,15 @@ func (d *Durable) rotateLocked() (*Log, uint64, error) {
 	}
 	d.mu.Lock()
 	old := d.cur
+	d.prev, d.prevGen = old, d.gen
 	d.cur, d.gen = next, newGen
 	d.mu.Unlock()
 	if err := old.Close(); err != nil {
 		d.log.Error("closing the previous log generation", "err", err)
 	}
+	d.mu.Lock()
+	d.prev = nil
+	d.mu.Unlock()
 	return next, newGen, nil
 }
 
