@@ -188,7 +188,7 @@ func TestWaitDurableAcrossARotation(t *testing.T) {
 	}
 	rotated := make(chan error, 1)
 	go func() { rotated <- d.SetFsync(FsyncNo) }()
-	sluiceWait(t, func() bool { return d.generation() == 2 })
+	waitUntil(t, func() bool { return d.generation() == 2 })
 	waited := make(chan error, 1)
 	go func() { waited <- d.WaitDurable(seq) }()
 	select {
@@ -205,7 +205,7 @@ func TestWaitDurableAcrossARotation(t *testing.T) {
 	}
 }
 
-func sluiceWait(t *testing.T, cond func() bool) {
+func waitUntil(t *testing.T, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
