@@ -417,7 +417,8 @@ func run(args []string, stderr io.Writer) int {
 		Rewrite: rewriter(configPath, fs),
 		Settings: func() map[string]string {
 			v := map[string]string{"port": o.port.String(), "tls-port": o.tlsPort.String(), "bind": o.bind,
-				"aclfile": o.aclFile, "tls-cluster": o.tlsCluster, "tls-replication": o.tlsRepl}
+				"aclfile": o.aclFile, "tls-cluster": o.tlsCluster, "tls-replication": o.tlsRepl,
+				"ready-max-apply-lag": strconv.FormatUint(o.readyMaxApplyLag, 10), "ready-max-last-contact": o.readyMaxContact.String()}
 			if node != nil {
 				v["cluster-raft-addr"] = node.RaftAddr()
 			}

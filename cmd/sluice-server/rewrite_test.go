@@ -82,7 +82,8 @@ func TestConfigRewriteSurvivesRestart(t *testing.T) {
 
 	ready, _ = startBinaryReady(t, conf)
 	c = sluicetest.DialRaw(t, "tcp", ready["addr"])
-	for name, value := range map[string]string{"maxmemory": "67108864", "loglevel": "verbose", "timeout": "77", "appendonly": "no"} {
+	for name, value := range map[string]string{"maxmemory": "67108864", "loglevel": "verbose", "timeout": "77", "appendonly": "no",
+		"ready-max-apply-lag": "1000", "ready-max-last-contact": "5s"} {
 		if got := c.Do(t, "CONFIG", "GET", name); !strings.Contains(got, "\r\n"+value+"\r\n") {
 			t.Errorf("after the restart, CONFIG GET %s: %q, want %s", name, got, value)
 		}
