@@ -300,6 +300,9 @@ func TestClientPause(t *testing.T) {
 		sluicetest.WaitFor(t, 5*time.Second, "both connections held (flags b)", func() bool {
 			return strings.Count(admin.Do(t, "CLIENT", "LIST"), "flags=b") == 2
 		})
+		if got := admin.Do(t, "INFO", "clients"); !strings.Contains(got, "blocked_clients:2\r\n") {
+			t.Fatalf("INFO clients while two connections are held: %q", got)
+		}
 		if !stillHeld(replies) || !stillHeld(decisions) {
 			t.Fatal("a write ran during the pause")
 		}
@@ -315,6 +318,9 @@ func TestClientPause(t *testing.T) {
 		if got := next(decisions, "decision after UNPAUSE"); !strings.HasPrefix(got, "*5\r\n:0\r\n") {
 			t.Fatalf("held decision: %q", got)
 		}
+		sluicetest.WaitFor(t, 5*time.Second, "no connection held after UNPAUSE", func() bool {
+			return strings.Contains(admin.Do(t, "INFO", "clients"), "blocked_clients:0\r\n")
+		})
 	})
 	t.Run("write mode holds scripts and EXECs of writes", func(t *testing.T) {
 		// A transaction queued before the pause: its EXEC writes.

@@ -201,6 +201,7 @@ func cmdInfo(s *Server, c *client, args [][]byte) {
 	section("clients",
 		"connected_clients:"+strconv.Itoa(s.ConnectedClients()),
 		"maxclients:"+strconv.FormatInt(s.maxClients.Load(), 10),
+		"blocked_clients:"+strconv.Itoa(s.blockedClients()),
 	)
 	perKey := "0"
 	if st.Keys > 0 {

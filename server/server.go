@@ -513,6 +513,20 @@ func (s *Server) ConnectedClients() int {
 	return len(s.clients)
 }
 
+// blockedClients counts the connections CLIENT PAUSE holds: what Redis's
+// INFO blocked_clients counts for them (Sluice has no blocking commands).
+func (s *Server) blockedClients() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.clients {
+		if c.held.Load() {
+			n++
+		}
+	}
+	return n
+}
+
 // setKeepAlive turns TCP keepalive on for nc (under TLS, its TCP
 // connection) with period d.
 func setKeepAlive(nc net.Conn, d time.Duration) {
