@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -616,54 +615,9 @@ func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
 }
 
 // startWithMetrics starts sluice-server with a metrics listener on a free
-// port and returns its client address and its metrics URL, from the lines
-// it logs.
+// port (startProbed) and returns its client address and its metrics URL.
 func startWithMetrics(t *testing.T, args ...string) (addr, metricsURL string) {
 	t.Helper()
-	cmd := exec.Command(sluicetest.Binary(t), append([]string{"--port", "auto", "--metrics-addr", "127.0.0.1:0"}, args...)...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill() })
-	type lines struct{ addr, metrics string }
-	ready := make(chan lines, 1)
-	go func() {
-		addr := regexp.MustCompile(`\saddr=(\S+)`)
-		metricsAddr := regexp.MustCompile(`\s(?:metrics_)?addr=(\S+)`)
-		var got lines
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			line := sc.Text()
-			t.Log(line)
-			switch {
-			case strings.Contains(line, `msg="serving Prometheus metrics`):
-				if m := metricsAddr.FindStringSubmatch(line); m != nil {
-					got.metrics = m[1]
-				}
-			case strings.Contains(line, `msg="Ready to accept connections"`):
-				if m := addr.FindStringSubmatch(line); m != nil {
-					got.addr = m[1]
-				}
-				ready <- got
-			}
-		}
-	}()
-	select {
-	case got := <-ready:
-		if got.metrics == "" || got.addr == "" {
-			t.Fatalf("sluice-server did not log its metrics address before its ready line, or no address: %+v", got)
-		}
-		// The metrics line names host:port/metrics, or host:port alone.
-		if !strings.Contains(got.metrics, "/") {
-			got.metrics += "/metrics"
-		}
-		return got.addr, "http://" + got.metrics
-	case <-time.After(30 * time.Second):
-		t.Fatal("sluice-server did not log its ready line")
-	}
-	return "", ""
+	ps := startProbed(t, args...)
+	return ps.addr(t), "http://" + ps.probes + "/metrics"
 }
