@@ -94,17 +94,19 @@ func (ms *monitorSet) feed(c *client, cmd *command, args [][]byte) {
 }
 
 func (ms *monitorSet) feedOne(c *client, list []*monitor, cmd *command, args [][]byte) {
-	if cmd.subcommand(args).flags&flagAdmin != 0 {
+	row := cmd.subcommand(args)
+	if row.flags&flagAdmin != 0 {
 		return
 	}
-	c.monLine = monitorLine(c.monLine[:0], time.Now(), c.addr, args)
+	c.monLine = monitorLine(c.monLine[:0], time.Now(), c.addr, row, args)
 	for _, m := range list {
 		m.push(c.s, c.monLine)
 	}
 }
 
-// monitorLine appends the line Redis shows for args sent from addr at t.
-func monitorLine(b []byte, t time.Time, addr string, args [][]byte) []byte {
+// monitorLine appends the line Redis shows for args (of command row) sent
+// from addr at t.
+func monitorLine(b []byte, t time.Time, addr string, row *command, args [][]byte) []byte {
 	b = append(b, '+')
 	b = strconv.AppendInt(b, t.Unix(), 10)
 	b = append(b, '.')
@@ -118,12 +120,12 @@ func monitorLine(b []byte, t time.Time, addr string, args [][]byte) []byte {
 	b = append(b, " [0 "...)
 	b = append(b, addr...)
 	b = append(b, "] "...)
-	from, to := monitorRedacted(args)
+	redact := redactedArgs(row, args)
 	for i, a := range args {
 		if i > 0 {
 			b = append(b, ' ')
 		}
-		if from <= i && i <= to {
+		if i < len(redact) && redact[i] {
 			a = redactedArg
 		}
 		b = appendRepr(b, a)
@@ -132,28 +134,6 @@ func monitorLine(b []byte, t time.Time, addr string, args [][]byte) []byte {
 }
 
 var redactedArg = []byte("(redacted)")
-
-// monitorRedacted is the range of args a monitor sees as "(redacted)" (none:
-// from > to): AUTH's credentials, HELLO AUTH's, as Redis's
-// redactClientCommandArgument.
-func monitorRedacted(args [][]byte) (from, to int) {
-	switch {
-	case isWord(args[0], "auth") && len(args) <= 3: // more: a syntax error, shown as sent
-		return 1, len(args) - 1
-	case isWord(args[0], "hello"):
-		for j := 2; j < len(args); j++ {
-			more := len(args) - 1 - j
-			if isWord(args[j], "auth") && more >= 2 {
-				return j + 1, j + 2
-			}
-			if !isWord(args[j], "setname") || more < 1 {
-				break
-			}
-			j++
-		}
-	}
-	return 1, 0
-}
 
 // appendRepr appends a quoted as Redis's sdscatrepr does: backslash
 // escapes for \ " \n \r \t \a \b, \xHH for other unprintable bytes.

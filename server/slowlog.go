@@ -112,8 +112,9 @@ func (c *client) slowlogAdd(row *command, args [][]byte, ns int64) {
 		int(min(st.slowMaxLen.Load(), 1<<31-1)))
 }
 
-// redactedArgs marks the arguments Redis 7 replaces with "(redacted)" in
-// the slow log: passwords.
+// redactedArgs marks the arguments Redis 7 shows as "(redacted)" in the
+// slow log and to monitors (its redactClientCommandArgument): passwords.
+// It allocates only for the commands that carry one.
 func redactedArgs(row *command, args [][]byte) []bool {
 	mark := func(from, to int) []bool {
 		r := make([]bool, len(args))
@@ -124,14 +125,23 @@ func redactedArgs(row *command, args [][]byte) []bool {
 	}
 	switch row.fullname {
 	case "auth":
-		return mark(1, len(args))
+		if len(args) <= 3 { // more: a syntax error, shown as sent
+			return mark(1, len(args))
+		}
 	case "acl|setuser":
 		return mark(3, len(args))
 	case "hello":
-		for i := 2; i+2 < len(args); i++ {
-			if isWord(args[i], "auth") {
-				return mark(i+1, i+3)
+		// HELLO [protover [AUTH user pass] [SETNAME name]]: AUTH's two
+		// words, found past any SETNAME before it.
+		for j := 2; j < len(args); j++ {
+			more := len(args) - 1 - j
+			if isWord(args[j], "auth") && more >= 2 {
+				return mark(j+1, j+3)
 			}
+			if !isWord(args[j], "setname") || more < 1 {
+				break
+			}
+			j++
 		}
 	case "config|set":
 		r := make([]bool, len(args))
