@@ -300,7 +300,7 @@ func coreCommands() []*command {
 		{name: "fw.check", cats: catLimiter, keyPerm: permAll, arity: -4, flags: decisionFlags, firstKey: 1, lastKey: 1, step: 1, group: groupLimit, since: "0.1.0",
 			summary: "Fixed window decision: at most limit per window aligned to the epoch (bursts up to 2x at a boundary).",
 			args:    windowArgs, op: engine.OpFWCheck, limitArgs: 5, parse: parseWindowCheck},
-		{name: "limit.all", cats: catLimiter, findKeys: limitAllKeys, arity: -7, flags: flagWrite | flagDenyOOM | flagDecision, firstKey: 0, lastKey: 0, step: 0, group: groupLimit, since: "0.1.0",
+		{name: "limit.all", cats: catLimiter, findKeys: limitAllKeys, arity: -6, flags: flagWrite | flagDenyOOM | flagDecision, firstKey: 0, lastKey: 0, step: 0, group: groupLimit, since: "0.1.0",
 			summary: "All-or-nothing over several decisions: every limit consumes, or none does.",
 			args:    []argSpec{integer("numlimits"), many(str("limit"))},
 			op:      engine.OpLimitAll, parse: parseLimitAll},

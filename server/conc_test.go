@@ -235,4 +235,11 @@ func TestConcInLimitAll(t *testing.T) {
 	if got := c.Do(t, "EXISTS", "fw"); got != ":0\r\n" {
 		t.Fatalf("a refused LIMIT.ALL created its fixed window: %q", got)
 	}
+	// The shortest LIMIT.ALL: one lease, six arguments.
+	if got := c.Do(t, "LIMIT.ALL", "1", "CONC.ACQUIRE", "solo", "1", "30", "ID", "x"); got != "*3\r\n:0\r\n:-1\r\n*1\r\n*4\r\n:1\r\n$1\r\nx\r\n:1\r\n:30000\r\n" {
+		t.Fatalf("LIMIT.ALL over one lease: %q", got)
+	}
+	if got := c.Do(t, "LIMIT.ALL", "1", "CONC.ACQUIRE", "solo", "1"); got != "-ERR wrong number of arguments for 'limit.all' command\r\n" {
+		t.Fatalf("LIMIT.ALL too short: %q", got)
+	}
 }
