@@ -323,7 +323,14 @@ func (e *Engine) flush(b *Batch) {
 		return
 	}
 	b.wg.Add(len(b.used))
-	for _, s := range b.used {
+	// The owners take all but the last part; that one this goroutine runs
+	// itself when its shard is idle (a lone command, pipeline 1, is then
+	// decided with no hand-off at all).
+	last := len(b.used) - 1
+	for _, s := range b.used[:last] {
+		e.shards[s].Submit(&b.jobs[s])
+	}
+	if s := b.used[last]; !e.shards[s].TryRun(&b.jobs[s]) {
 		e.shards[s].Submit(&b.jobs[s])
 	}
 	b.wg.Wait()
