@@ -34,6 +34,10 @@ const (
 	FlagRelative                   // N[0] is a duration from now (EX/PX/EXPIRE), not a timestamp
 	FlagReset                      // OpDel as LIMIT.RESET: only limiter keys count
 	FlagIntReply                   // SET as SETNX: reply 1 or 0
+	// FlagAsWritten: LB.RESERVE's N[0] is the period and N[1] rate<<32 |
+	// burst, the parameters as the caller wrote them, rather than the
+	// interval and the burst (leaky.go).
+	FlagAsWritten
 )
 
 // Command is one parsed request. Slices alias the connection's read buffer

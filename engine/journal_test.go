@@ -75,6 +75,10 @@ func workload(e *Engine, clk *clock.Clock, seed uint64, steps int, mid func()) {
 							c.Op, c.N = OpLBCancel, [4]int64{int64(rng.IntN(3))}
 						} else {
 							c.Op, c.N, c.Flags = OpLBReserve, [4]int64{5e7, int64(1 + rng.IntN(3)), int64(rng.IntN(3)), int64(rng.IntN(3)-1) * 1e8}, FlagMS
+							if rng.IntN(2) == 0 { // as written: 20 per second
+								c.N[0], c.N[1], _ = LBPack(20, 1e9, c.N[1])
+								c.Flags |= FlagAsWritten
+							}
 						}
 						c.Key = key
 						continue

@@ -111,3 +111,79 @@ func TestLBMaxWaitCancelPeek(t *testing.T) {
 		t.Fatalf("at the schedule's end: %v", got)
 	}
 }
+
+// TestLBKeepsParametersAsWritten: a reservation as written (FlagAsWritten)
+// keeps its rate and period for LIMIT.INFO, on the same schedule as one
+// that carries the interval; an interval-only command (a rate too wide to
+// pack, or a record from before) leaves the record without them until the
+// next reservation as written.
+func TestLBKeepsParametersAsWritten(t *testing.T) {
+	e := New(Config{Shards: 2})
+	defer e.Close()
+	now := int64(1e12)
+	run := func(c Command) Reply {
+		var b Batch
+		*b.Add() = c
+		e.Execute(&b, now)
+		return b.Replies[0]
+	}
+	info := func(key string) map[string]string {
+		r := run(Command{Op: OpInfo, Key: []byte(key)})
+		m := map[string]string{}
+		for i := 0; i+1 < len(r.Items); i += 2 {
+			v := r.Items[i+1]
+			if v.Kind == ReplyInt {
+				m[r.Items[i].Str] = fmt.Sprint(v.Int)
+			} else {
+				m[r.Items[i].Str] = v.Str
+			}
+		}
+		return m
+	}
+	asWritten := func(key string, rate, period, burst, cost int64) Command {
+		c := lbReserve(key, 0, 0, cost, -1)
+		var ok bool
+		if c.N[0], c.N[1], ok = LBPack(rate, period, burst); !ok {
+			t.Fatalf("LBPack(%d, %d, %d) does not pack", rate, period, burst)
+		}
+		c.Flags |= FlagAsWritten
+		return c
+	}
+	// 3 per 1.5 s with a burst of 2: the interval is 500 ms, either way.
+	a := run(asWritten("a", 3, 15e8, 2, 3))
+	b := run(lbReserve("b", 5e8, 2, 3, -1))
+	if fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Fatalf("as written %+v, by interval %+v", a, b)
+	}
+	ia, ib := info("a"), info("b")
+	if ia["rate"] != "3" || ia["period"] != "1.5" || ia["burst"] != "2" || ia["interval_ns"] != "500000000" {
+		t.Fatalf("as written: %v", ia)
+	}
+	delete(ia, "rate")
+	delete(ia, "period")
+	if fmt.Sprint(ia) != fmt.Sprint(ib) {
+		t.Fatalf("the same schedule differs: %v and %v", ia, ib)
+	}
+	// An interval-only reservation rewrites the record without them; the
+	// next one as written puts them back.
+	run(lbReserve("a", 5e8, 2, 1, -1))
+	if _, ok := info("a")["rate"]; ok {
+		t.Fatalf("interval-only reservation kept the rate: %v", info("a"))
+	}
+	run(asWritten("a", 3, 15e8, 2, 1))
+	if info("a")["rate"] != "3" {
+		t.Fatalf("rate not kept again: %v", info("a"))
+	}
+	if _, _, ok := LBPack(1<<31, 1e10, 1); ok {
+		t.Fatal("a rate of 2^31 packed")
+	}
+	if _, _, ok := LBPack(1, 1e9, 1<<32); ok {
+		t.Fatal("a burst of 2^32 packed")
+	}
+	// A bad command (no server sends it) is refused, and changes nothing.
+	bad := asWritten("c", 3, 1e9, 1, 1)
+	bad.N[0] = 2 // a period of 2 ns for 3 a period: too fast
+	if r := run(bad); r.Kind != ReplyError {
+		t.Fatalf("too fast as written: %+v", r)
+	}
+}

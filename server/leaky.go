@@ -87,7 +87,16 @@ func parseLBReserve(c *engine.Command, args [][]byte) error {
 			return err
 		}
 	}
-	return ratelimit.LBParams{Interval: c.N[0], Burst: c.N[1]}.Validate()
+	if err := (ratelimit.LBParams{Interval: c.N[0], Burst: c.N[1]}).Validate(); err != nil {
+		return err
+	}
+	// The parameters as written, when they pack, so that LIMIT.INFO can
+	// say them back; else the interval, the same schedule.
+	if n0, n1, ok := engine.LBPack(rate, period, c.N[1]); ok {
+		c.N[0], c.N[1] = n0, n1
+		c.Flags |= engine.FlagAsWritten
+	}
+	return nil
 }
 
 // parseLBCancel: LB.CANCEL key cost

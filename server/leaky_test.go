@@ -71,8 +71,18 @@ func TestLeakyBucketCommands(t *testing.T) {
 	if got := c.Do(t, "PTTL", "q"); got != ":400\r\n" {
 		t.Fatalf("PTTL: %q", got)
 	}
-	if got := c.Do(t, "LIMIT.INFO", "q"); got != "*14\r\n$6\r\nfamily\r\n$12\r\nleaky-bucket\r\n$5\r\nburst\r\n:2\r\n$11\r\ninterval_ns\r\n:100000000\r\n$9\r\nscheduled\r\n:4\r\n$9\r\nremaining\r\n:0\r\n$11\r\nreset_at_ms\r\n"+c.Do(t, "PEXPIRETIME", "q")+"$14\r\nreset_after_ms\r\n:400\r\n" {
+	if got := c.Do(t, "LIMIT.INFO", "q"); got != "*18\r\n$6\r\nfamily\r\n$12\r\nleaky-bucket\r\n$4\r\nrate\r\n:10\r\n$6\r\nperiod\r\n$1\r\n1\r\n$5\r\nburst\r\n:2\r\n$11\r\ninterval_ns\r\n:100000000\r\n$9\r\nscheduled\r\n:4\r\n$9\r\nremaining\r\n:0\r\n$11\r\nreset_at_ms\r\n"+c.Do(t, "PEXPIRETIME", "q")+"$14\r\nreset_after_ms\r\n:400\r\n" {
 		t.Fatalf("LIMIT.INFO: %q", got)
+	}
+	// The period as given, decimal when it was; a rate too wide to keep
+	// in the record's 16 bytes (past 2^31 - 1) leaves the interval alone.
+	c.Do(t, "LB.RESERVE", "dec", "3", "1.5", "4")
+	if got := c.Do(t, "LIMIT.INFO", "dec"); !strings.Contains(got, "$4\r\nrate\r\n:3\r\n$6\r\nperiod\r\n$3\r\n1.5\r\n$5\r\nburst\r\n:4\r\n$11\r\ninterval_ns\r\n:500000000\r\n") {
+		t.Fatalf("LIMIT.INFO, decimal period: %q", got)
+	}
+	c.Do(t, "LB.RESERVE", "wide", "3000000000", "10")
+	if got := c.Do(t, "LIMIT.INFO", "wide"); strings.Contains(got, "rate") || !strings.Contains(got, "$5\r\nburst\r\n:1\r\n$11\r\ninterval_ns\r\n:3\r\n") {
+		t.Fatalf("LIMIT.INFO, rate too wide to keep: %q", got)
 	}
 	// LIMIT.REFUND gives back two units: the remaining burst is 0 still
 	// (two units scheduled, a burst of 2); LB.CANCEL two more: idle.
