@@ -424,10 +424,9 @@ func TestDashboardAndAlertMetricsExist(t *testing.T) {
 		exprs[e] = where
 	}
 
-	// Hot-key tracking is off by default; the dashboard's hot-key panel
-	// reads it when an operator turns it on.
-	standalone, standaloneMetrics := startWithMetrics(t, "--dir", t.TempDir(), "--requirepass", "pw", "--appendfsync", "always",
-		"--hotkeys-tracking", "yes")
+	// Hot-key tracking is on by default: the hot-key panel's metrics
+	// come from the defaults.
+	standalone, standaloneMetrics := startWithMetrics(t, "--dir", t.TempDir(), "--requirepass", "pw", "--appendfsync", "always")
 	member, memberMetrics := startWithMetrics(t, "--dir", t.TempDir(), "--requirepass", "pw",
 		"--cluster-enabled", "yes", "--cluster-bootstrap", "yes")
 	// A follower: some raft metrics (last contact) are followers' only.
