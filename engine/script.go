@@ -135,6 +135,14 @@ type undoRecord struct {
 // killed: SCRIPT KILL answers UNKILLABLE).
 func (r *ScriptRun) Wrote() bool { return r.wrote.Load() }
 
+// Stopped reports whether the run was stopped to start over with more
+// shards held: its writes were undone and it runs again from the start.
+func (r *ScriptRun) Stopped() bool { return r.stopped }
+
+// Replaying reports whether the run is a journal's replay at start-up,
+// which redoes old commands (Redis counts no statistics while loading).
+func (r *ScriptRun) Replaying() bool { return r.x != nil && r.x.b != nil && r.x.b.replaying }
+
 // SetBusy marks the script as running past the busy threshold (or no
 // longer): commands for its shards are then refused with ErrBusy rather
 // than queued behind it. Safe from any goroutine.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/tidwall/redcon"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/server/script"
 )
 
 const (
@@ -154,6 +156,9 @@ func (c *client) interrupt() {
 
 func (c *client) serve() {
 	defer c.nc.Close()
+	// Unlisted before the socket closes: a client that sees its
+	// connection end finds it gone from CLIENT LIST, as in Redis.
+	defer c.s.unlist(c)
 	defer c.endMonitor() // MONITOR: its writer sends what is queued first
 	defer c.unwatchAll()
 	defer func() {
@@ -190,6 +195,10 @@ func (c *client) serve() {
 				c.lastCommand = time.Now()
 			}
 			c.flushOut()
+			// Let the other connections run before reading again: the
+			// client is likelier to have sent its next request by then,
+			// and a read that finds nothing costs a system call and a park.
+			runtime.Gosched()
 		}
 		if err != nil || c.s.isClosing() || c.wasKilled() {
 			return
@@ -790,7 +799,9 @@ func intLen(n int64) int {
 func (c *client) writeError(err error) {
 	text := errorText(err)
 	c.acct.errors++
-	c.s.stats.countError(text)
+	if !isCommandError(err) {
+		c.s.stats.countError(text)
+	}
 	c.out = redcon.AppendError(c.out, text)
 }
 func (c *client) writeOK()           { c.out = redcon.AppendOK(c.out) }
@@ -966,4 +977,11 @@ func (c *client) writeReply(r *engine.Reply) {
 	default:
 		c.writeError(errors.New("internal error: reply kind " + strconv.Itoa(int(r.Kind))))
 	}
+}
+
+// isCommandError reports whether err is a script's reply passing on the
+// error of one of its commands, counted in errorstats already.
+func isCommandError(err error) bool {
+	var ce script.CommandError
+	return errors.As(err, &ce)
 }

@@ -15,7 +15,8 @@ import (
 //
 // Administrative commands are not shown (Redis: "too dangerous"), nor
 // commands refused before they ran (unknown, wrong arity, no permission);
-// AUTH's and HELLO AUTH's credentials show as "(redacted)".
+// AUTH's and HELLO AUTH's credentials show as "(redacted)". A script's commands
+// show from "lua" (scripting.go, scriptRun.ran).
 //
 // Cost. With no monitor attached, a command pays one test of a field the
 // connection loaded once per read (Server.hooks). With one, each command

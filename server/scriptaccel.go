@@ -165,19 +165,26 @@ func (sr *scriptRun) call(args ...[]byte) engine.Reply {
 		return sr.Call(append([][]byte(nil), args...))
 	}
 	if sr.run.ReadOnly && cmd.flags&flagWrite != 0 {
-		return engine.Reply{Kind: engine.ReplyError, Err: engine.ErrScriptReadOnly}
+		// No subcommands here: nil keeps the variadic list on the stack.
+		return sr.reject(cmd, nil, engine.Reply{Kind: engine.ReplyError, Err: engine.ErrScriptReadOnly})
 	}
-	argv := sr.argv[:copy(sr.argv[:], args)]
-	ec := &sr.cmd
-	*ec = engine.Command{}
-	if err := cmd.parseInto(ec, argv); err != nil {
-		return rawErr(errorText(err))
-	}
-	r := sr.run.Exec(ec)
-	if r.Kind == engine.ReplyError {
-		r.Err = engine.RawError(errorText(r.Err))
-	}
+	return sr.exec(cmd, sr.argv[:copy(sr.argv[:], args)])
+}
+
+// peek is call for a read the script does not make (the native code
+// looking ahead): not counted in the statistics nor shown to monitors,
+// which show the script's own commands.
+func (sr *scriptRun) peek(args ...[]byte) engine.Reply {
+	sr.quiet = true
+	r := sr.call(args...)
+	sr.quiet = false
 	return r
+}
+
+// countTime accounts the TIME a script calls where its native code reads
+// the run's clock.
+func (sr *scriptRun) countTime() {
+	sr.ran(lookupCommand(wTIME), [][]byte{wTIME}, 0, engine.Reply{Kind: engine.ReplyArray})
 }
 
 // Command names and option words native scripts send: never stored, so
@@ -185,6 +192,7 @@ func (sr *scriptRun) call(args ...[]byte) engine.Reply {
 // table's).
 var (
 	wGET     = []byte("GET")
+	wTIME    = []byte("TIME")
 	wSET     = []byte("SET")
 	wEX      = []byte("EX")
 	wPX      = []byte("PX")
@@ -277,6 +285,7 @@ func redisRateTAT(sr *scriptRun, key []byte) (now, tat float64, ok bool) {
 	const jan1st2017 = 1483228800
 	r := sr.run
 	now = float64(r.Now/1e9-jan1st2017) + float64(r.Now%1e9/1e3)/1000000
+	sr.countTime() // the script's redis.call("TIME"), read from the run's clock
 	v, found, give := accelGetString(sr.call(wGET, key))
 	switch {
 	case give:

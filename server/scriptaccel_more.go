@@ -234,7 +234,7 @@ func fastifyIncr(sr *scriptRun) (engine.Reply, bool) {
 		// takes: read the counter first to know what INCR will answer (it
 		// parses the value as ParseInt64 does), and give up while nothing
 		// is written.
-		v, ok, give := accelGetString(sr.call(wGET, key))
+		v, ok, give := accelGetString(sr.peek(wGET, key))
 		if give {
 			return accelGiveUp, false
 		}

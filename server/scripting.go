@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -46,6 +47,9 @@ type Scripts struct {
 	busy atomic.Int64 // busy threshold, ns
 	// acl is the server's users, for the permissions scripts run with.
 	acl atomic.Pointer[ACL]
+	// server counts the scripts' commands in its statistics and shows
+	// them to its monitors.
+	server atomic.Pointer[Server]
 
 	mu      sync.Mutex
 	running map[*scriptRun]struct{} // scripts past the threshold
@@ -83,8 +87,19 @@ type scriptRun struct {
 	cancel context.CancelFunc
 	timer  *time.Timer
 
-	cmd  engine.Command // the redis.call being run
-	argv [8][]byte      // a native script's call's arguments (scriptRun.call)
+	cmd     engine.Command // the redis.call being run
+	argv    [8][]byte      // a native script's call's arguments (scriptRun.call)
+	monLine []byte         // MONITOR's line for a call, reused
+
+	// A run's calls are accounted when it ends (pending, their arguments
+	// in pendArgs), or dropped: a native script gives up, and is run
+	// again by the interpreter, on anything it does not cover, an
+	// interpreted one may be stopped to start over with more shards, and
+	// a journal's replay counts nothing. So a call is counted once, as it
+	// ran for the client.
+	pending  []pendingCall
+	pendArgs []byte
+	quiet    bool // peek: a call the script does not make, not accounted
 
 	mu     sync.Mutex // guards run against the timer
 	isBusy bool
@@ -105,6 +120,7 @@ func (s *Scripts) RunScript(r *engine.ScriptRun) engine.Reply {
 		if n := s.accel.lookup(r.Body); n != nil {
 			sr.run = r
 			rep, done := n.run(sr)
+			sr.settle(done && !r.Stopped() && !r.Replaying())
 			sr.run = nil
 			if done {
 				s.accel.native.Add(1)
@@ -126,6 +142,7 @@ func (s *Scripts) RunScript(r *engine.ScriptRun) engine.Reply {
 		sr.timer.Reset(d)
 	}
 	reply := s.lua.Run(ctx, r.Body, r.Keys, r.Args, sr)
+	sr.settle(!r.Stopped() && !r.Replaying())
 	sr.timer.Stop()
 	sr.mu.Lock()
 	if sr.isBusy {
@@ -251,25 +268,28 @@ func (sr *scriptRun) Call(args [][]byte) engine.Reply {
 	}
 	cmd := lookupCommand(args[0])
 	if cmd == nil {
-		return rawErr("ERR Unknown Redis command called from script")
+		return sr.reject(nil, args, rawErr("ERR Unknown Redis command called from script"))
 	}
 	if (cmd.arity > 0 && len(args) != cmd.arity) || (cmd.arity < 0 && len(args) < -cmd.arity) {
-		return rawErr("ERR Wrong number of args calling Redis command from script")
+		return sr.reject(cmd, args, rawErr("ERR Wrong number of args calling Redis command from script"))
 	}
 	if cmd.flags&flagNoScript != 0 {
-		return rawErr("ERR This Redis command is not allowed from script")
+		return sr.reject(cmd, args, rawErr("ERR This Redis command is not allowed from script"))
 	}
 	if len(sr.run.User) > 0 {
 		// The script runs with its caller's permissions, as in Redis.
 		if err := sr.s.checkACL(string(sr.run.User), cmd, args); err.Kind == engine.ReplyError {
-			return err
+			return sr.reject(cmd, args, err)
 		}
 	}
 	if sr.run.ReadOnly && cmd.flags&flagWrite != 0 {
-		return engine.Reply{Kind: engine.ReplyError, Err: engine.ErrScriptReadOnly}
+		return sr.reject(cmd, args, engine.Reply{Kind: engine.ReplyError, Err: engine.ErrScriptReadOnly})
 	}
 	if cmd.parse == nil {
-		return sr.serverCommand(cmd, args)
+		start := monoNow()
+		r := sr.serverCommand(cmd, args)
+		sr.ran(cmd, args, monoNow()-start, r)
+		return r
 	}
 	// A write's slices must outlive the call: its change is journaled
 	// from them (the journal copies the Command itself) when the hold
@@ -287,20 +307,138 @@ func (sr *scriptRun) Call(args [][]byte) engine.Reply {
 			own[i] = buf[len(buf)-len(a) : len(buf) : len(buf)]
 		}
 	}
-	ec := &sr.cmd
-	*ec = engine.Command{}
-	if err := cmd.parseInto(ec, own); err != nil {
-		return rawErr(errorText(err))
-	}
 	// A decision's REQID keeps engine.DefaultReqIDWindow here, not the
 	// server's reqid-window: a script is run again, with its calls parsed
 	// again, wherever it is replayed or replicated, and the receipt's
 	// lifetime must come out the same on every node.
+	return sr.exec(cmd, own)
+}
+
+// exec parses and runs one of the script's commands, checked already, and
+// accounts it.
+func (sr *scriptRun) exec(cmd *command, args [][]byte) engine.Reply {
+	ec := &sr.cmd
+	*ec = engine.Command{}
+	if err := cmd.parseInto(ec, args); err != nil {
+		// Refused arguments are a failed call, as at the top level.
+		r := rawErr(errorText(err))
+		sr.ran(cmd, args, 0, r)
+		return r
+	}
+	start := monoNow()
 	r := sr.run.Exec(ec)
+	took := monoNow() - start
 	if r.Kind == engine.ReplyError {
 		r.Err = engine.RawError(errorText(r.Err))
 	}
+	sr.ran(cmd, args, took, r)
 	return r
+}
+
+// The script's commands are counted as Redis counts a script's calls: in
+// commandstats and the latency histograms, failed_calls and errorstats
+// for an error reply (the script's own reply does not count an error it
+// passes on again: script.CommandError), rejected_calls for one refused
+// before it ran; the slow log and the latency monitor take them from
+// client "?:0", MONITOR shows them from "lua". They run on the shard owner
+// holding the script's shards, so nothing here touches the calling
+// connection.
+
+// pendingCall is a script's call, accounted when the script ends: err is
+// its error reply (nil: none).
+type pendingCall struct {
+	cmd      *command
+	nargs    int
+	took     time.Duration
+	err      error
+	rejected bool
+}
+
+// reject answers a call refused before it ran (cmd nil: unknown).
+func (sr *scriptRun) reject(cmd *command, args [][]byte, r engine.Reply) engine.Reply {
+	sr.note(pendingCall{cmd: cmd, err: r.Err, rejected: true}, args)
+	return r
+}
+
+// ran notes a call that ran, taking took.
+func (sr *scriptRun) ran(cmd *command, args [][]byte, took time.Duration, r engine.Reply) {
+	p := pendingCall{cmd: cmd, took: took}
+	if r.Kind == engine.ReplyError {
+		p.err = r.Err
+	}
+	sr.note(p, args)
+}
+
+// maxPendingCalls bounds a run's pending calls: a script looping over
+// redis.call past it has them accounted as it goes (so one that then
+// starts over may count those twice) rather than held in memory.
+const maxPendingCalls = 4096
+
+// note keeps a call for settle, its arguments copied; a peek's is not
+// kept.
+func (sr *scriptRun) note(p pendingCall, args [][]byte) {
+	if sr.quiet {
+		return
+	}
+	if len(sr.pending) >= maxPendingCalls {
+		sr.settle(!sr.run.Replaying())
+	}
+	p.nargs = len(args)
+	for _, a := range args {
+		sr.pendArgs = binary.AppendUvarint(sr.pendArgs, uint64(len(a)))
+		sr.pendArgs = append(sr.pendArgs, a...)
+	}
+	sr.pending = append(sr.pending, p)
+}
+
+// settle accounts the pending calls (keep: the run counts) or drops them
+// (it gave up or starts over, and they run again, or it replays).
+func (sr *scriptRun) settle(keep bool) {
+	if srv := sr.s.server.Load(); keep && srv != nil {
+		var argv [8][]byte
+		buf := sr.pendArgs
+		for _, p := range sr.pending {
+			args := argv[:0]
+			for range p.nargs {
+				n, k := binary.Uvarint(buf)
+				args = append(args, buf[k:k+int(n)])
+				buf = buf[k+int(n):]
+			}
+			sr.account(srv, p, args)
+		}
+	}
+	sr.pending, sr.pendArgs = sr.pending[:0], sr.pendArgs[:0]
+}
+
+// account counts one call in srv's statistics and shows a call that ran
+// to its monitors.
+func (sr *scriptRun) account(srv *Server, p pendingCall, args [][]byte) {
+	st := srv.stats
+	if p.rejected {
+		if p.cmd != nil {
+			st.cmds[p.cmd.subcommand(args).id].rejected.Add(1)
+		}
+		st.countError(errorText(p.err))
+		return
+	}
+	row := p.cmd.subcommand(args)
+	st.record(row.id, 1, int64(p.took))
+	if p.err != nil {
+		st.cmds[row.id].failed.Add(1)
+		st.countError(errorText(p.err))
+	}
+	if slower := st.slowSlower.Load(); slower >= 0 && int64(p.took)/1000 >= slower {
+		st.slowlogAdd(row, args, int64(p.took), "?:0", "")
+	}
+	if th := st.latThresh.Load(); th > 0 && int64(p.took)/1e6 >= th {
+		st.latency.commandSample(row, int64(p.took)/1e6)
+	}
+	if list := srv.monitors.list.Load(); list != nil && len(*list) > 0 && row.flags&flagAdmin == 0 {
+		sr.monLine = monitorLine(sr.monLine[:0], time.Now(), "lua", row, args)
+		for _, m := range *list {
+			m.push(srv, sr.monLine)
+		}
+	}
 }
 
 // serverCommand answers the connection-level commands a script may call.

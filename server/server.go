@@ -338,6 +338,7 @@ func New(cfg Config, backend Backend) *Server {
 		s.health = NewHealth(HealthConfig{})
 	}
 	s.scripts.acl.Store(s.acl)
+	s.scripts.server.Store(s)
 	gone := s.disconnectUsers
 	s.acl.onGone.Store(&gone)
 	pass := cfg.RequirePass
@@ -451,10 +452,14 @@ func (s *Server) accept(nc net.Conn) {
 	go func() {
 		defer s.wg.Done()
 		cl.serve()
-		s.mu.Lock()
-		delete(s.clients, cl.id)
-		s.mu.Unlock()
 	}()
+}
+
+// unlist removes a connection that is ending from the server's clients.
+func (s *Server) unlist(c *client) {
+	s.mu.Lock()
+	delete(s.clients, c.id)
+	s.mu.Unlock()
 }
 
 // ShutdownDrain bounds how long Close waits for a connection to take the

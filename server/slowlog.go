@@ -88,7 +88,14 @@ func (l *slowlog) newest(n int) []slowlogEntry {
 // slowlogAdd logs a command that took ns, its arguments cut as Redis cuts
 // them and secrets redacted.
 func (c *client) slowlogAdd(row *command, args [][]byte, ns int64) {
-	st := c.s.stats
+	c.mu.Lock()
+	name := c.name
+	c.mu.Unlock()
+	c.s.stats.slowlogAdd(row, args, ns, c.addr, name)
+}
+
+// slowlogAdd logs a command sent from addr by a client named name.
+func (st *cmdStats) slowlogAdd(row *command, args [][]byte, ns int64, addr, name string) {
 	argc := min(len(args), slowlogMaxArgs)
 	kept := make([][]byte, argc)
 	redact := redactedArgs(row, args)
@@ -105,10 +112,7 @@ func (c *client) slowlogAdd(row *command, args [][]byte, ns int64) {
 			kept[j] = append([]byte(nil), args[j]...)
 		}
 	}
-	c.mu.Lock()
-	name := c.name
-	c.mu.Unlock()
-	st.slowlog.add(slowlogEntry{unix: time.Now().Unix(), micros: ns / 1000, args: kept, addr: c.addr, name: name},
+	st.slowlog.add(slowlogEntry{unix: time.Now().Unix(), micros: ns / 1000, args: kept, addr: addr, name: name},
 		int(min(st.slowMaxLen.Load(), 1<<31-1)))
 }
 

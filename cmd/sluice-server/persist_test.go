@@ -320,3 +320,33 @@ func TestShutdownCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestRestartCountsNoReplayedScriptCommand: the commands a script called
+// are counted when it runs, not again when a restart replays the log, as
+// Redis counts nothing while loading; the state survives.
+func TestRestartCountsNoReplayedScriptCommand(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	addr, cmd := startBinary(t, "--dir", dir, "--appendfsync", "always")
+	rdb := client(addr)
+	for range 3 {
+		if err := rdb.Eval(ctx, "return redis.call('incr', KEYS[1])", []string{"counted"}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if stats := rdb.Info(ctx, "commandstats").Val(); !strings.Contains(stats, "cmdstat_incr:calls=3,") {
+		t.Fatalf("before the restart: %q", stats)
+	}
+	rdb.Close()
+	killHard(t, cmd)
+
+	addr, _ = startBinary(t, "--dir", dir, "--appendfsync", "always")
+	rdb = client(addr)
+	defer rdb.Close()
+	if v := rdb.Get(ctx, "counted").Val(); v != "3" {
+		t.Fatalf("after the restart, counted is %q, want 3", v)
+	}
+	if stats := rdb.Info(ctx, "commandstats").Val(); strings.Contains(stats, "cmdstat_incr") || strings.Contains(stats, "cmdstat_eval") {
+		t.Fatalf("the replay was counted: %q", stats)
+	}
+}

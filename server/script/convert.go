@@ -164,7 +164,7 @@ func (v *vm) tableReply(t *lua.LTable, stack int) engine.Reply {
 		return engine.Reply{Kind: engine.ReplyArray, Items: []engine.Reply{}}
 	}
 	if e, ok := t.RawGetString("err").(lua.LString); ok {
-		return rawError(cutNUL(string(e)))
+		return tableError(t, cutNUL(string(e)))
 	}
 	if s, ok := t.RawGetString("ok").(lua.LString); ok {
 		return engine.Reply{Kind: engine.ReplyStatus, Str: noCRLF(cutNUL(string(s)))}

@@ -145,6 +145,9 @@ func (v *vm) errorReply(L *lua.LState) engine.Reply {
 	if info.hasPos {
 		msg += " script: " + v.sha + ", on " + info.source + ":" + strconv.Itoa(info.line) + "."
 	}
+	if t, ok := info.value.(*lua.LTable); ok && v.ctx.stop != errKilled {
+		return tableError(t, msg)
+	}
 	return rawError(msg)
 }
 
@@ -156,6 +159,24 @@ func rawError(line string) engine.Reply {
 		line = newlines.Replace(line)
 	}
 	return engine.Reply{Kind: engine.ReplyError, Err: engine.RawError(line)}
+}
+
+// CommandError is a script's error reply that passes on the error of one
+// of its commands: errorstats counted it when the command failed, so the
+// reply does not count it again (Redis's ignore_error_stats_update).
+type CommandError struct{ engine.RawError }
+
+func (e CommandError) Unwrap() error { return e.RawError }
+
+// tableError is the reply of an error table: a CommandError when the
+// table came from a command (its ignore_error_stats_update field, which a
+// script may also clear or set).
+func tableError(t *lua.LTable, line string) engine.Reply {
+	r := rawError(line)
+	if t.RawGetString("ignore_error_stats_update") == lua.LTrue {
+		r.Err = CommandError{r.Err.(engine.RawError)}
+	}
+	return r
 }
 
 // errorTable is luaPushErrorBuff: an error reply's line as Lua sees it,
