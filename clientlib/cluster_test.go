@@ -84,3 +84,22 @@ func TestLimiterOverClusterClient(t *testing.T) {
 		t.Fatalf("the refused All charged cluster:a: %+v %v", info, err)
 	}
 }
+
+// TestNewClusterClientSettings: the settings a Limiter needs are set, the
+// caller's own are kept, and the caller's options are not modified.
+func TestNewClusterClientSettings(t *testing.T) {
+	opt := &redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}}
+	cc := clientlib.NewClusterClient(opt)
+	defer cc.Close()
+	if got := cc.Options(); !got.ContextTimeoutEnabled || got.ClusterStateReloadInterval != clientlib.DefaultClusterStateReloadInterval {
+		t.Fatalf("ContextTimeoutEnabled %v, ClusterStateReloadInterval %v", got.ContextTimeoutEnabled, got.ClusterStateReloadInterval)
+	}
+	if opt.ContextTimeoutEnabled || opt.ClusterStateReloadInterval != 0 {
+		t.Fatalf("the caller's options were modified: %+v", opt)
+	}
+	own := clientlib.NewClusterClient(&redis.ClusterOptions{Addrs: opt.Addrs, ClusterStateReloadInterval: time.Minute})
+	defer own.Close()
+	if got := own.Options().ClusterStateReloadInterval; got != time.Minute {
+		t.Fatalf("the caller's ClusterStateReloadInterval became %v", got)
+	}
+}

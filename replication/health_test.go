@@ -41,7 +41,7 @@ func TestReadinessFactsOfACutOffFollower(t *testing.T) {
 	sluicetest.WaitFor(t, 10*time.Second, "the cut-off follower to lose its leader", func() bool { return !cut.HasLeader() })
 	hb := cut.cfg.HeartbeatTimeout
 	if hb == 0 {
-		hb = defaultHeartbeatTimeout
+		hb = DefaultHeartbeatTimeout
 	}
 	sluicetest.WaitFor(t, 10*time.Second, "its last contact to pass the heartbeat timeout", func() bool { return cut.LastLeaderContact() > hb })
 	var lead *testNode

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -24,22 +25,10 @@ func TestClusterWithRealClients(t *testing.T) {
 		t.Skip("starts three servers")
 	}
 	ctx := context.Background()
-	addr1, cmd1 := startBinary(t, "--dir", t.TempDir(), "--cluster-enabled", "yes", "--cluster-bootstrap", "yes")
-	addr2, cmd2 := startBinary(t, "--dir", t.TempDir(), "--cluster-enabled", "yes", "--cluster-join", addr1)
-	addr3, cmd3 := startBinary(t, "--dir", t.TempDir(), "--cluster-enabled", "yes", "--cluster-join", addr2)
+	addrs, cmds := startGroup(t)
+	addr1, addr2, addr3 := addrs[0], addrs[1], addrs[2]
 	leader := client(addr1)
 	defer leader.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		info, _ := leader.Do(ctx, "CLUSTER", "INFO").Text()
-		if strings.Contains(info, "cluster_known_nodes:3") && strings.Contains(info, "cluster_state:ok") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the group did not reach 3 nodes: %q", info)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 
 	// A follower answers a decision with MOVED to the leader.
 	follower := client(addr3)
@@ -72,7 +61,7 @@ func TestClusterWithRealClients(t *testing.T) {
 	if err := conn.Do(ctx, "READONLY").Err(); err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(5 * time.Second)
 	for {
 		v, err := conn.Do(ctx, "LIMIT.INFO", "user:1").Result()
 		if err == nil && strings.Contains(strings.Join(strs(v), " "), "remaining 0") {
@@ -92,7 +81,7 @@ func TestClusterWithRealClients(t *testing.T) {
 		t.Fatalf("redis-cli -c via a follower: %v %q", err, out)
 	}
 
-	for _, c := range []*exec.Cmd{cmd3, cmd2, cmd1} {
+	for _, c := range slices.Backward(cmds) {
 		c.Process.Signal(syscall.SIGTERM)
 		done := make(chan error, 1)
 		go func() { done <- c.Wait() }()
