@@ -21,7 +21,7 @@ const (
 	// memory-constant, overshoot at most ~1% at a window boundary.
 	FamilySlidingWindow
 	// FamilySlidingLog is SL.CHECK: exact over any rolling window; memory
-	// grows with the limit (at most 65536).
+	// grows with the limit (at most 65000).
 	FamilySlidingLog
 	// FamilyFixedWindow is FW.CHECK: the classic counter, with its up-to-2x
 	// burst across a window boundary.

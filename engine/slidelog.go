@@ -2,12 +2,25 @@ package engine
 
 import (
 	"encoding/binary"
+	"errors"
 
 	"github.com/sluicehq/sluice/engine/ratelimit"
 	"github.com/sluicehq/sluice/shard"
 )
 
 // SL.CHECK: the exact sliding log, stored as a ring of admitted batches.
+
+// MaxLogLimit bounds a sliding log's limit so that its worst case, one
+// 16-byte entry per unit (each admitted at its own moment), fits one
+// record: 65,000 entries take 1,040,032 bytes, which leaves room for a key
+// of up to about 8 KB. A longer key gets ErrLogTooLarge at its first
+// decision with a limit too large for it.
+const MaxLogLimit = 65000
+
+// ErrLogTooLarge refuses a decision on a log that could not hold its limit
+// beside its key, before anything is stored, rather than at the first
+// decision past half the limit (when the ring would double).
+var ErrLogTooLarge = errors.New("sliding log limit too large for this key: one 16-byte entry per unit plus the key must fit in 1 MiB")
 
 // slRing is a sliding log stored as a ring of (at, n) entries inside the
 // record's payload, oldest first from head, with a running total of the
@@ -102,6 +115,9 @@ func slDecide(r slRing, present bool, p ratelimit.WindowParams, cost, now int64)
 
 func (j *shardJob) slidingLog(t *shard.Table, c *Command, now int64) Reply {
 	p := ratelimit.WindowParams{Limit: c.N[0], Window: c.N[1]}
+	if p.Limit > MaxLogLimit || !shard.Fits(len(c.Key), slRingHeader+slEntryLength*int(max(p.Limit, 1))) {
+		return errReply(ErrLogTooLarge)
+	}
 	e, ok, err := lookup(t, c, now, shard.KindSlidingLog)
 	if err != nil {
 		return errReply(err)

@@ -75,3 +75,33 @@ func TestStoredSlidingLogMatchesModel(t *testing.T) {
 		}
 	}
 }
+
+// TestSlidingLogAtItsLargestLimit: a log at the largest limit, one entry
+// per unit (each admitted at its own nanosecond), holds all of them and
+// then refuses; a key too long for that worst case to fit beside it is
+// refused up front and nothing is created.
+func TestSlidingLogAtItsLargestLimit(t *testing.T) {
+	e := New(Config{Shards: 1})
+	defer e.Close()
+	now := int64(1e18)
+	check := func(key string) Command {
+		return Command{Op: OpSLCheck, Key: []byte(key), N: [4]int64{MaxLogLimit, 3600e9, 1}}
+	}
+	for i := range MaxLogLimit {
+		r := exec1(e, now+int64(i), check("big"))
+		if r.Kind != ReplyDecision || r.Dec.Limited {
+			t.Fatalf("unit %d of %d: %+v", i+1, MaxLogLimit, r)
+		}
+	}
+	if r := exec1(e, now+MaxLogLimit, check("big")); r.Kind != ReplyDecision || !r.Dec.Limited {
+		t.Fatalf("past the limit: %+v", r)
+	}
+
+	long := string(make([]byte, 20000))
+	if r := exec1(e, now+MaxLogLimit+1, check(long)); r.Kind != ReplyError || r.Err != ErrLogTooLarge {
+		t.Fatalf("a key too long for the log's worst case: %+v", r)
+	}
+	if r := exec1(e, now+MaxLogLimit+2, Command{Op: OpExists, Key: []byte(long)}); r.Int != 0 {
+		t.Fatalf("the refused log was created: %+v", r)
+	}
+}

@@ -10,10 +10,6 @@ import (
 // Parsers of the rate-limit commands: the decisions, LIMIT.ALL and
 // LIMIT.REFUND.
 
-// maxLogLimit keeps a sliding log's worst case (one entry per unit) inside
-// one storage page.
-const maxLogLimit = 65536
-
 // trailingReqID takes an optional REQID id from the end of a decision's
 // args (after every other argument, MS included: a redis-cell client never
 // sends it). The receipt's lifetime is the default until the connection
@@ -91,7 +87,7 @@ func parseWindowCheck(c *engine.Command, args [][]byte) error {
 	if c.N[0] < 1 {
 		return badArg("limit", args[2], errNotPositive)
 	}
-	if c.Op == engine.OpSLCheck && c.N[0] > maxLogLimit {
+	if c.Op == engine.OpSLCheck && c.N[0] > engine.MaxLogLimit {
 		return badArg("limit", args[2], errLogLimit)
 	}
 	if c.N[1], err = parseSeconds("window", args[3]); err != nil {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/sluicehq/sluice/engine"
@@ -14,7 +15,7 @@ var (
 	errIncomplete  = errors.New("is missing arguments")
 	errReqIDLength = errors.New("REQID id must be 1 to 64 bytes")
 	errReqIDPlace  = errors.New("REQID must come after the last limit of LIMIT.ALL")
-	errLogLimit    = errors.New("is too large for a sliding log (at most 65536)")
+	errLogLimit    = fmt.Errorf("is too large for a sliding log (at most %d)", engine.MaxLogLimit)
 	// errDecrOverflow is Redis's DECRBY of the smallest integer.
 	errDecrOverflow = errors.New("decrement would overflow")
 )
