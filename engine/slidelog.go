@@ -2,7 +2,6 @@ package engine
 
 import (
 	"encoding/binary"
-	"errors"
 
 	"github.com/sluicehq/sluice/engine/ratelimit"
 	"github.com/sluicehq/sluice/shard"
@@ -13,14 +12,17 @@ import (
 // MaxLogLimit bounds a sliding log's limit so that its worst case, one
 // 16-byte entry per unit (each admitted at its own moment), fits one
 // record: 65,000 entries take 1,040,032 bytes, which leaves room for a key
-// of up to about 8 KB. A longer key gets ErrLogTooLarge at its first
-// decision with a limit too large for it.
+// of up to about 8 KB.
 const MaxLogLimit = 65000
 
-// ErrLogTooLarge refuses a decision on a log that could not hold its limit
-// beside its key, before anything is stored, rather than at the first
-// decision past half the limit (when the ring would double).
-var ErrLogTooLarge = errors.New("sliding log limit too large for this key: one 16-byte entry per unit plus the key must fit in 1 MiB")
+// LogFits reports whether a sliding log with this limit can grow to its
+// worst case beside a key of keyLen bytes. The parsers refuse a decision
+// that fails it, before anything is stored or journaled; the engine does
+// not check it again, so that a log a replayed record or a peer accepted
+// is rebuilt as it was.
+func LogFits(keyLen int, limit int64) bool {
+	return limit <= MaxLogLimit && shard.Fits(keyLen, slRingHeader+slEntryLength*int(max(limit, 1)))
+}
 
 // slRing is a sliding log stored as a ring of (at, n) entries inside the
 // record's payload, oldest first from head, with a running total of the
@@ -115,9 +117,6 @@ func slDecide(r slRing, present bool, p ratelimit.WindowParams, cost, now int64)
 
 func (j *shardJob) slidingLog(t *shard.Table, c *Command, now int64) Reply {
 	p := ratelimit.WindowParams{Limit: c.N[0], Window: c.N[1]}
-	if p.Limit > MaxLogLimit || !shard.Fits(len(c.Key), slRingHeader+slEntryLength*int(max(p.Limit, 1))) {
-		return errReply(ErrLogTooLarge)
-	}
 	e, ok, err := lookup(t, c, now, shard.KindSlidingLog)
 	if err != nil {
 		return errReply(err)

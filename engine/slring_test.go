@@ -78,30 +78,25 @@ func TestStoredSlidingLogMatchesModel(t *testing.T) {
 
 // TestSlidingLogAtItsLargestLimit: a log at the largest limit, one entry
 // per unit (each admitted at its own nanosecond), holds all of them and
-// then refuses; a key too long for that worst case to fit beside it is
-// refused up front and nothing is created.
+// then refuses; LogFits refuses a key too long for that worst case.
 func TestSlidingLogAtItsLargestLimit(t *testing.T) {
 	e := New(Config{Shards: 1})
 	defer e.Close()
 	now := int64(1e18)
-	check := func(key string) Command {
-		return Command{Op: OpSLCheck, Key: []byte(key), N: [4]int64{MaxLogLimit, 3600e9, 1}}
+	check := Command{Op: OpSLCheck, Key: []byte("big"), N: [4]int64{MaxLogLimit, 3600e9, 1}}
+	if !LogFits(len(check.Key), MaxLogLimit) {
+		t.Fatal("LogFits refuses a short key at the largest limit")
 	}
 	for i := range MaxLogLimit {
-		r := exec1(e, now+int64(i), check("big"))
+		r := exec1(e, now+int64(i), check)
 		if r.Kind != ReplyDecision || r.Dec.Limited {
 			t.Fatalf("unit %d of %d: %+v", i+1, MaxLogLimit, r)
 		}
 	}
-	if r := exec1(e, now+MaxLogLimit, check("big")); r.Kind != ReplyDecision || !r.Dec.Limited {
+	if r := exec1(e, now+MaxLogLimit, check); r.Kind != ReplyDecision || !r.Dec.Limited {
 		t.Fatalf("past the limit: %+v", r)
 	}
-
-	long := string(make([]byte, 20000))
-	if r := exec1(e, now+MaxLogLimit+1, check(long)); r.Kind != ReplyError || r.Err != ErrLogTooLarge {
-		t.Fatalf("a key too long for the log's worst case: %+v", r)
-	}
-	if r := exec1(e, now+MaxLogLimit+2, Command{Op: OpExists, Key: []byte(long)}); r.Int != 0 {
-		t.Fatalf("the refused log was created: %+v", r)
+	if LogFits(20000, MaxLogLimit) || LogFits(3, MaxLogLimit+1) || !LogFits(20000, 1000) {
+		t.Fatal("LogFits is wrong about a long key or a limit past the largest")
 	}
 }

@@ -90,6 +90,9 @@ func parseWindowCheck(c *engine.Command, args [][]byte) error {
 	if c.Op == engine.OpSLCheck && c.N[0] > engine.MaxLogLimit {
 		return badArg("limit", args[2], errLogLimit)
 	}
+	if c.Op == engine.OpSLCheck && !engine.LogFits(len(c.Key), c.N[0]) {
+		return errLogKey
+	}
 	if c.N[1], err = parseSeconds("window", args[3]); err != nil {
 		return err
 	}

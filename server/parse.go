@@ -16,6 +16,7 @@ var (
 	errReqIDLength = errors.New("REQID id must be 1 to 64 bytes")
 	errReqIDPlace  = errors.New("REQID must come after the last limit of LIMIT.ALL")
 	errLogLimit    = fmt.Errorf("is too large for a sliding log (at most %d)", engine.MaxLogLimit)
+	errLogKey      = errors.New("sliding log limit too large for this key: one 16-byte entry per unit plus the key must fit in 1 MiB")
 	// errDecrOverflow is Redis's DECRBY of the smallest integer.
 	errDecrOverflow = errors.New("decrement would overflow")
 )

@@ -183,6 +183,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{[]any{"SW.CHECK", "k2", "0", "10"}, "ERR invalid limit '0': must be positive"},
 		{[]any{"SW.CHECK", "k2", "10", "1e3"}, "ERR invalid window '1e3': is not a valid number of seconds"},
 		{[]any{"SL.CHECK", "k2", "1000000", "10"}, "ERR invalid limit '1000000': is too large for a sliding log (at most 65000)"},
+		{[]any{"SL.CHECK", strings.Repeat("k", 20000), "65000", "10"}, "ERR sliding log limit too large for this key: one 16-byte entry per unit plus the key must fit in 1 MiB"},
 		{[]any{"LIMIT.REFUND", "k", "-1"}, "ERR invalid amount '-1': must not be negative"},
 		{[]any{"LIMIT.REFUND", "k", "1.5"}, "ERR invalid amount '1.5': value is not an integer or out of range"},
 		{[]any{"SW.CHECK", "str", "10", "10"}, "WRONGTYPE Operation against a key holding the wrong kind of value"},
