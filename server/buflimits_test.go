@@ -353,6 +353,19 @@ func testConfigSetAndRewrite(t *testing.T, resp3 bool) {
 	w.same("CONFIG", "SET", "no-such-setting", "1")
 	w.same("CONFIG", "SET", "NO-SUCH-SETTING", "1", "loglevel", "debug")
 	w.same("CONFIG", "GET", "loglevel")
+	// All or nothing: a refused value, a repeated name, an unknown or a
+	// read-only one anywhere in the command leaves every setting as it was.
+	w.same("CONFIG", "SET", "maxmemory", "10mb", "loglevel", "bogus")
+	w.same("CONFIG", "SET", "loglevel", "debug", "maxmemory", "10mb", "LOGLEVEL", "warning")
+	w.same("CONFIG", "SET", "maxmemory", "10mb", "no-such-setting", "1")
+	w.same("CONFIG", "SET", "maxmemory", "10mb", "databases", "3")
+	w.same("CONFIG", "SET", "databases", "3", "loglevel", "bogus")
+	w.same("CONFIG", "GET", "maxmemory")
+	w.same("CONFIG", "GET", "loglevel")
+	w.same("CONFIG", "SET", "maxmemory", "10mb", "loglevel", "warning")
+	w.same("CONFIG", "GET", "maxmemory")
+	w.same("CONFIG", "GET", "loglevel")
+	w.same("CONFIG", "SET", "maxmemory", "0")
 	w.same("CONFIG", "REWRITE")
 	w.same("CONFIG", "REWRITE", "extra")
 }

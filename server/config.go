@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -42,30 +43,9 @@ func cmdConfig(s *Server, c *client, args [][]byte) {
 			c.writeBulkString(all[k])
 		}
 	case sub == "set" && len(args) >= 4 && len(args)%2 == 0:
-		// The tls-* settings of one CONFIG SET change together: a new
-		// certificate and its key are one change.
-		tlsChanges := map[string]string{}
-		for i := 2; i < len(args); i += 2 {
-			name := strings.ToLower(string(args[i]))
-			if strings.HasPrefix(name, "tls-") && name != "tls-port" && name != "tls-cluster" && name != "tls-replication" {
-				tlsChanges[name] = string(args[i+1])
-				continue
-			}
-			if err := s.configSet(name, string(args[i+1])); err != nil {
-				if err == errUnknownSetting {
-					// Redis words an unknown name apart from a refused value.
-					c.writeError(fmt.Errorf("%w - '%s'", err, args[i]))
-				} else {
-					c.writeError(fmt.Errorf("CONFIG SET failed (possibly related to argument '%s') - %w", args[i], err))
-				}
-				return
-			}
-		}
-		if len(tlsChanges) > 0 {
-			if err := s.configSetTLS(tlsChanges); err != nil {
-				c.writeError(fmt.Errorf("CONFIG SET failed (possibly related to argument 'tls-*') - %w", err))
-				return
-			}
+		if err := s.configSetAll(args[2:]); err != nil {
+			c.writeError(err)
+			return
 		}
 		c.writeOK()
 	case sub == "resetstat" && len(args) == 2:
@@ -183,10 +163,68 @@ func (s *Server) configRewrite() error {
 	return nil
 }
 
-var errReadOnlyConfig = errors.New("parameter cannot be changed at run time")
+// errReadOnlyConfig is Redis's word for a setting only a restart changes.
+var errReadOnlyConfig = errors.New("can't set immutable config")
 
 // configSetTLS changes tls-* settings together and reloads the files: new
 // handshakes take them, open connections keep theirs.
+// configSetAll is CONFIG SET name value [name value ...], all or nothing
+// as in Redis 7: every name is checked first (unknown, read-only,
+// repeated: nothing is set), then the values are set in order, and when
+// one is refused the ones set before it get their old values back. The
+// tls-* settings of one CONFIG SET change together, last: a new
+// certificate and its key are one change.
+func (s *Server) configSetAll(pairs [][]byte) error {
+	type change struct {
+		arg, value, old string
+		set             func(string) error
+	}
+	var changes []change
+	tlsChanges := map[string]string{}
+	seen := map[string]bool{}
+	before := s.configValues()
+	for i := 0; i < len(pairs); i += 2 {
+		arg, name := string(pairs[i]), strings.ToLower(string(pairs[i]))
+		if seen[name] {
+			return fmt.Errorf("CONFIG SET failed (possibly related to argument '%s') - duplicate parameter", arg)
+		}
+		seen[name] = true
+		if strings.HasPrefix(name, "tls-") && name != "tls-port" && name != "tls-cluster" && name != "tls-replication" {
+			tlsChanges[name] = string(pairs[i+1])
+			continue
+		}
+		set, err := s.setter(name)
+		switch {
+		case err == errUnknownSetting:
+			// Redis words an unknown name apart from a refused value.
+			return fmt.Errorf("%w - '%s'", err, arg)
+		case err != nil:
+			return fmt.Errorf("CONFIG SET failed (possibly related to argument '%s') - %w", arg, err)
+		}
+		changes = append(changes, change{arg: arg, value: string(pairs[i+1]), old: before[name], set: set})
+	}
+	undo := func(done []change) {
+		for _, ch := range slices.Backward(done) {
+			if err := ch.set(ch.old); err != nil {
+				s.log.Error("CONFIG SET: could not restore a setting after a refused one", "setting", ch.arg, "value", ch.old, "err", err)
+			}
+		}
+	}
+	for i, ch := range changes {
+		if err := ch.set(ch.value); err != nil {
+			undo(changes[:i])
+			return fmt.Errorf("CONFIG SET failed (possibly related to argument '%s') - %w", ch.arg, err)
+		}
+	}
+	if len(tlsChanges) > 0 {
+		if err := s.configSetTLS(tlsChanges); err != nil {
+			undo(changes)
+			return fmt.Errorf("CONFIG SET failed (possibly related to argument 'tls-*') - %w", err)
+		}
+	}
+	return nil
+}
+
 func (s *Server) configSetTLS(changes map[string]string) error {
 	if s.cfg.TLS == nil {
 		return errors.New("TLS is not enabled (tls-port is 0)")
@@ -194,118 +232,156 @@ func (s *Server) configSetTLS(changes map[string]string) error {
 	return s.cfg.TLS.setMany(changes)
 }
 
-func (s *Server) configSet(name, value string) error {
+// setter returns the function that sets name at run time, or
+// errUnknownSetting, or errReadOnlyConfig for a setting CONFIG GET shows
+// but only a restart changes. Looking a name up changes nothing, so CONFIG
+// SET can check every name before it sets any.
+func (s *Server) setter(name string) (func(value string) error, error) {
 	switch name {
 	case "maxmemory":
-		n, err := ParseMemory(value)
-		if err != nil {
-			return err
-		}
-		s.backend.SetMaxMemory(n)
-	case "maxclients":
-		n, err := strconv.ParseInt(value, 10, 64)
-		if err != nil || n < 1 {
-			return errors.New("argument must be a positive integer")
-		}
-		s.maxClients.Store(n)
-	case "timeout", "tcp-keepalive":
-		// Seconds; 0 turns either off. New idle limits apply at a
-		// connection's next read, keepalive to new connections.
-		n, err := strconv.ParseInt(value, 10, 64)
-		if err != nil || n < 0 || n > 1<<31 {
-			return errors.New("argument must be a number of seconds, 0 or more")
-		}
-		d := time.Duration(n) * time.Second
-		if name == "timeout" {
-			s.idle.Store(int64(d))
-		} else {
-			s.keepAlive.Store(int64(d))
-		}
-	case "reqid-window":
-		// Seconds; applies to decisions parsed from now on.
-		n, err := strconv.ParseInt(value, 10, 64)
-		if err != nil || n < 1 || n > engine.MaxReqIDWindow/int64(time.Second) {
-			return fmt.Errorf("argument must be a number of seconds from 1 to %d", engine.MaxReqIDWindow/int64(time.Second))
-		}
-		s.reqIDWindow.Store(int64(time.Duration(n) * time.Second))
-	case "requirepass":
-		ops := [][]byte{[]byte("resetpass"), []byte("nopass")}
-		if value != "" {
-			ops[1] = append([]byte(">"), value...)
-		}
-		// The default user's password: in cluster mode, on every node.
-		if err := s.aclSetUser("default", ops); err != nil {
-			return err
-		}
-		s.requirePass.Store(&value)
-	case "busy-reply-threshold", "lua-time-limit":
-		ms, err := strconv.ParseInt(value, 10, 64)
-		if err != nil || ms < 0 || ms > 1<<40 {
-			return errors.New("argument must be a number of milliseconds")
-		}
-		s.scripts.SetBusyThreshold(time.Duration(ms) * time.Millisecond)
-	case "script-acceleration":
-		switch strings.ToLower(value) {
-		case "yes":
-			s.scripts.SetAcceleration(true)
-		case "no":
-			s.scripts.SetAcceleration(false)
-		default:
-			return errors.New("argument must be 'yes' or 'no'")
-		}
-	case "hotkeys-tracking":
-		return s.setHotKeysTracking(value)
-	case "client-output-buffer-limit":
-		// Redis splits the value at every single space (two spaces make
-		// an empty word); an empty value changes nothing.
-		var words []string
-		if value != "" {
-			words = strings.Split(value, " ")
-		}
-		for {
-			old := s.obuf.Load()
-			l := *old
-			if err := l.set(words); err != nil {
+		return func(value string) error {
+			n, err := ParseMemory(value)
+			if err != nil {
 				return err
 			}
-			if s.obuf.CompareAndSwap(old, &l) {
-				break
+			s.backend.SetMaxMemory(n)
+			return nil
+		}, nil
+	case "maxclients":
+		return func(value string) error {
+			n, err := strconv.ParseInt(value, 10, 64)
+			if err != nil || n < 1 {
+				return errors.New("argument must be a positive integer")
 			}
-		}
+			s.maxClients.Store(n)
+			return nil
+		}, nil
+	case "timeout", "tcp-keepalive":
+		return func(value string) error {
+			// Seconds; 0 turns either off. New idle limits apply at a
+			// connection's next read, keepalive to new connections.
+			n, err := strconv.ParseInt(value, 10, 64)
+			if err != nil || n < 0 || n > 1<<31 {
+				return errors.New("argument must be a number of seconds, 0 or more")
+			}
+			d := time.Duration(n) * time.Second
+			if name == "timeout" {
+				s.idle.Store(int64(d))
+			} else {
+				s.keepAlive.Store(int64(d))
+			}
+			return nil
+		}, nil
+	case "reqid-window":
+		return func(value string) error {
+			// Seconds; applies to decisions parsed from now on.
+			n, err := strconv.ParseInt(value, 10, 64)
+			if err != nil || n < 1 || n > engine.MaxReqIDWindow/int64(time.Second) {
+				return fmt.Errorf("argument must be a number of seconds from 1 to %d", engine.MaxReqIDWindow/int64(time.Second))
+			}
+			s.reqIDWindow.Store(int64(time.Duration(n) * time.Second))
+			return nil
+		}, nil
+	case "requirepass":
+		return func(value string) error {
+			ops := [][]byte{[]byte("resetpass"), []byte("nopass")}
+			if value != "" {
+				ops[1] = append([]byte(">"), value...)
+			}
+			// The default user's password: in cluster mode, on every node.
+			if err := s.aclSetUser("default", ops); err != nil {
+				return err
+			}
+			s.requirePass.Store(&value)
+			return nil
+		}, nil
+	case "busy-reply-threshold", "lua-time-limit":
+		return func(value string) error {
+			ms, err := strconv.ParseInt(value, 10, 64)
+			if err != nil || ms < 0 || ms > 1<<40 {
+				return errors.New("argument must be a number of milliseconds")
+			}
+			s.scripts.SetBusyThreshold(time.Duration(ms) * time.Millisecond)
+			return nil
+		}, nil
+	case "script-acceleration":
+		return func(value string) error {
+			switch strings.ToLower(value) {
+			case "yes":
+				s.scripts.SetAcceleration(true)
+			case "no":
+				s.scripts.SetAcceleration(false)
+			default:
+				return errors.New("argument must be 'yes' or 'no'")
+			}
+			return nil
+		}, nil
+	case "hotkeys-tracking":
+		return s.setHotKeysTracking, nil
+	case "client-output-buffer-limit":
+		return func(value string) error {
+			// Redis splits the value at every single space (two spaces make
+			// an empty word); an empty value changes nothing.
+			var words []string
+			if value != "" {
+				words = strings.Split(value, " ")
+			}
+			for {
+				old := s.obuf.Load()
+				l := *old
+				if err := l.set(words); err != nil {
+					return err
+				}
+				if s.obuf.CompareAndSwap(old, &l) {
+					break
+				}
+			}
+			return nil
+		}, nil
 	case "client-query-buffer-limit":
-		n, err := ParseQueryBufferLimit(value)
-		if err != nil {
-			return err
-		}
-		s.qbufLimit.Store(n)
+		return func(value string) error {
+			n, err := ParseQueryBufferLimit(value)
+			if err != nil {
+				return err
+			}
+			s.qbufLimit.Store(n)
+			return nil
+		}, nil
 	case "slowlog-log-slower-than", "slowlog-max-len", "latency-monitor-threshold", "latency-tracking", "latency-tracking-info-percentiles":
-		return s.stats.set(name, value)
+		return func(value string) error { return s.stats.set(name, value) }, nil
 	case "maxmemory-policy":
-		if value != "noeviction" {
-			return errors.New("only noeviction is supported: live limiter state is never evicted")
-		}
+		return func(value string) error {
+			if value != "noeviction" {
+				return errors.New("only noeviction is supported: live limiter state is never evicted")
+			}
+			return nil
+		}, nil
 	case "appendfsync":
-		f, ok := s.cfg.Persistence.(FsyncSetter)
-		if !ok {
-			return errors.New("appendonly is off: there is no append-only file to fsync")
-		}
-		return f.SetAppendFsync(value)
+		return func(value string) error {
+			f, ok := s.cfg.Persistence.(FsyncSetter)
+			if !ok {
+				return errors.New("appendonly is off: there is no append-only file to fsync")
+			}
+			return f.SetAppendFsync(value)
+		}, nil
 	case "auth-max-failures":
-		n, err := strconv.ParseInt(value, 10, 64)
-		if err != nil || n < 0 || n > 1<<31 {
-			return errors.New("argument must be a number of attempts, 0 (never) or more")
-		}
-		s.authMaxFailures.Store(n)
+		return func(value string) error {
+			n, err := strconv.ParseInt(value, 10, 64)
+			if err != nil || n < 0 || n > 1<<31 {
+				return errors.New("argument must be a number of attempts, 0 (never) or more")
+			}
+			s.authMaxFailures.Store(n)
+			return nil
+		}, nil
 	default:
 		if own, ok := s.cfg.OwnSettings[name]; ok {
-			return own.Set(value)
+			return own.Set, nil
 		}
 		if _, ok := s.configValues()[name]; ok {
-			return errReadOnlyConfig
+			return nil, errReadOnlyConfig
 		}
-		return errUnknownSetting
+		return nil, errUnknownSetting
 	}
-	return nil
 }
 
 var errLogLevel = errors.New("argument(s) must be one of the following: debug, verbose, notice, warning")

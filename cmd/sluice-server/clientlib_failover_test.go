@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,11 +19,15 @@ import (
 // loopback and returns their client addresses and processes once the first
 // (the bootstrap node, the leader) knows all three. The third joins through
 // the second, a follower, which redirects its CLUSTER JOIN to the leader.
-func startGroup(t *testing.T) ([]string, []*exec.Cmd) {
+// more are arguments for every node (defaultRaftTimings, say).
+func startGroup(t *testing.T, more ...string) ([]string, []*exec.Cmd) {
 	t.Helper()
-	addr1, cmd1 := startBinary(t, "--dir", t.TempDir(), "--cluster-enabled", "yes", "--cluster-bootstrap", "yes")
-	addr2, cmd2 := startBinary(t, "--dir", t.TempDir(), "--cluster-enabled", "yes", "--cluster-join", addr1)
-	addr3, cmd3 := startBinary(t, "--dir", t.TempDir(), "--cluster-enabled", "yes", "--cluster-join", addr2)
+	member := func(args ...string) []string {
+		return slices.Concat([]string{"--dir", t.TempDir(), "--cluster-enabled", "yes"}, args, more)
+	}
+	addr1, cmd1 := startBinary(t, member("--cluster-bootstrap", "yes")...)
+	addr2, cmd2 := startBinary(t, member("--cluster-join", addr1)...)
+	addr3, cmd3 := startBinary(t, member("--cluster-join", addr2)...)
 	first := client(addr1)
 	defer first.Close()
 	deadline := time.Now().Add(30 * time.Second)
@@ -72,7 +77,7 @@ func TestLimiterFailsOverAfterKill9(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three servers")
 	}
-	addrs, cmds := startGroup(t)
+	addrs, cmds := startGroup(t, defaultRaftTimings()...)
 	cc := clientlib.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
 	defer cc.Close()
 	l := clientlib.NewLimiter(cc, clientlib.WithFailurePolicy(clientlib.FailError))

@@ -31,7 +31,7 @@ type probedServer struct {
 // and returns as soon as that listener is up.
 func startProbed(t *testing.T, args ...string) *probedServer {
 	t.Helper()
-	cmd := exec.Command(sluicetest.Binary(t), append([]string{"--port", "auto", "--metrics-addr", "127.0.0.1:0"}, args...)...)
+	cmd := exec.Command(sluicetest.Binary(t), withTestRaftTimings(append([]string{"--port", "auto", "--metrics-addr", "127.0.0.1:0"}, args...))...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

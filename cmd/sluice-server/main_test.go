@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/sluicetest"
+	"github.com/sluicehq/sluice/replication"
 )
 
 // startBinary builds sluice-server, starts it on a free port and returns
@@ -29,7 +31,7 @@ func startBinary(t *testing.T, args ...string) (addr string, cmd *exec.Cmd) {
 // its ready line (addr, tls_addr) once it logs it.
 func startBinaryReady(t *testing.T, args ...string) (map[string]string, *exec.Cmd) {
 	t.Helper()
-	cmd := exec.Command(sluicetest.Binary(t), args...)
+	cmd := exec.Command(sluicetest.Binary(t), withTestRaftTimings(args)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -61,6 +63,28 @@ func startBinaryReady(t *testing.T, args ...string) (map[string]string, *exec.Cm
 		t.Fatal("sluice-server did not log its ready line")
 	}
 	return nil, cmd
+}
+
+// testRaftTimings are the Raft timings of the cluster members tests start,
+// unless a test sets its own: longer than the defaults, so that a loaded
+// machine (two cores running race-instrumented test binaries) does not
+// depose a leader in the middle of a test that is not about failover. The
+// failover tests run on the defaults (defaultRaftTimings).
+var testRaftTimings = []string{"--cluster-heartbeat-timeout", "1s", "--cluster-election-timeout", "1s", "--cluster-lease-timeout", "500ms"}
+
+func withTestRaftTimings(args []string) []string {
+	if !slices.Contains(args, "--cluster-enabled") || slices.Contains(args, "--cluster-heartbeat-timeout") {
+		return args
+	}
+	return append(slices.Clone(args), testRaftTimings...)
+}
+
+// defaultRaftTimings are the server's default Raft timings, spelled out,
+// for the tests that exercise failover as users get it.
+func defaultRaftTimings() []string {
+	return []string{"--cluster-heartbeat-timeout", replication.DefaultHeartbeatTimeout.String(),
+		"--cluster-election-timeout", replication.DefaultElectionTimeout.String(),
+		"--cluster-lease-timeout", replication.DefaultLeaderLease.String()}
 }
 
 // TestBinaryWithRedisCLI drives the real binary with redis-cli and stops it
