@@ -393,6 +393,33 @@ func (g *failoverGroup) waitHealthy(ctx context.Context) (int, uint64, error) {
 	}
 }
 
+// leaderInfo reads a LIMIT.INFO field on the leader, starting at addr and
+// following redirects: on a loaded machine the leadership can move again
+// after the failover.
+func (g *failoverGroup) leaderInfo(ctx context.Context, addr, key, field string) (int64, error) {
+	deadline := time.Now().Add(failoverGroupWait)
+	for {
+		i := slices.Index(g.addrs, addr)
+		if i < 0 {
+			return 0, fmt.Errorf("redirected to %s, which is not a node of this group", addr)
+		}
+		cmd := g.admin[i].Do(ctx, "LIMIT.INFO", key)
+		to, moved := movedTo(cmd.Err())
+		switch {
+		case moved:
+			addr = to
+		case !retryable(cmd.Err()):
+			return infoField(cmd, field)
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("LIMIT.INFO: no leader answered within %v: %w", failoverGroupWait, cmd.Err())
+		}
+		if err := sleepUntil(ctx, time.Now().Add(20*time.Millisecond)); err != nil {
+			return 0, err
+		}
+	}
+}
+
 // close stops the clients and the nodes still running.
 func (g *failoverGroup) close() error {
 	for _, c := range g.closers {
@@ -660,10 +687,10 @@ func runFailoverKill(ctx context.Context, env *expEnv, index int, waits [numMeas
 	}
 	k.LoadAnswered, k.LoadErrors = r.loadAnswered.Load(), r.loadErrors.Load()
 	k.FallbackAnswers = r.fallbackAnswers.Load()
-	// What the new leader charged, read from it directly.
-	remaining, err := infoField(newLeader.Do(ctx, "LIMIT.INFO", limitedKey), "remaining")
+	// What the leader charged, read from it directly.
+	remaining, err := g.leaderInfo(ctx, k.NewLeader, limitedKey, "remaining")
 	if err != nil {
-		return k, fmt.Errorf("%s on the new leader: %w", limitedKey, err)
+		return k, fmt.Errorf("%s: %w", limitedKey, err)
 	}
 	k.Limited.Charged = failoverLimit - remaining
 	return k, nil
