@@ -38,6 +38,9 @@ type ExperimentConfig struct {
 	Smoke bool
 	// Seed seeds the experiments' random choices. Default 1.
 	Seed uint64
+	// Kills is how many leaders the failover experiment kills; 0: 20, or 2
+	// with Smoke.
+	Kills int
 	// Log receives a line per step; nil discards them.
 	Log io.Writer
 }
@@ -213,6 +216,7 @@ var experiments = []experiment{
 	{"replica-lag", "4. Deciding off a lagging replica", reported(runReplicaLag)},
 	{"eviction", "5. Eviction under memory pressure", reported(runEviction)},
 	{"shards", "6. Shards and a hot key", reported(runShards)},
+	{"failover", "7. Failover after SIGKILL of the leader", reported(runFailover)},
 }
 
 // reporter is an experiment's typed result (what the tests check).

@@ -259,7 +259,7 @@ func TestExperimentsSmoke(t *testing.T) {
 // error that lists the known ones.
 func TestExperimentNames(t *testing.T) {
 	names := ExperimentNames()
-	want := []string{"boundary", "reset-race", "reset-header", "replica-lag", "eviction", "shards"}
+	want := []string{"boundary", "reset-race", "reset-header", "replica-lag", "eviction", "shards", "failover"}
 	if strings.Join(names, ",") != strings.Join(want, ",") {
 		t.Fatalf("names %v", names)
 	}

@@ -48,6 +48,7 @@ Flags:
 	serverCPU := fs.Int("server-cpu", -1, "pin every started server to this CPU (taskset)")
 	cpu := fs.Int("cpu", -1, "pin this program to this CPU (re-executes itself with that affinity)")
 	seed := fs.Uint64("seed", 1, "seed for the experiments' random choices")
+	kills := fs.Int("kills", 0, "failover: how many leaders to kill (default 20, 2 with --smoke)")
 	quiet := fs.Bool("q", false, "no step-by-step log on stderr")
 
 	// Names and flags may come in any order.
@@ -102,6 +103,7 @@ Flags:
 		PinServer:    *serverCPU >= 0,
 		Smoke:        *smoke,
 		Seed:         *seed,
+		Kills:        *kills,
 	}
 	if !*quiet {
 		cfg.Log = stderr
