@@ -268,13 +268,11 @@ func (f *firstSuccess) took() time.Duration {
 }
 
 // newFailoverLimiter builds the clientlib Limiter the experiment measures,
-// over an unmodified go-redis ClusterClient seeded with every node and
-// built as clientlib's documentation asks (ContextTimeoutEnabled), every
-// other setting go-redis's and clientlib's defaults (FailFallback, a 50 ms
-// timeout). Should clientlib gain a constructor for cluster clients, with
-// failover defaults of its own, this is the one place to use it.
+// over the ClusterClient clientlib.NewClusterClient builds, seeded with
+// every node, every other setting clientlib's defaults (FailFallback, a
+// 50 ms timeout).
 func newFailoverLimiter(addrs []string) (*clientlib.Limiter, io.Closer) {
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: seedAddrs(addrs), ContextTimeoutEnabled: true})
+	cc := clientlib.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
 	return clientlib.NewLimiter(cc), cc
 }
 

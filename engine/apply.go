@@ -45,8 +45,9 @@ func (j *shardJob) apply(t *shard.Table, c *Command, now int64) (r Reply) {
 			j.e.touched(j.shard, c.Key)
 		}
 	}
-	// A dry run (LIMIT.ALL's first phase) decides nothing yet.
-	if spec.Decision && !j.dryRun && (r.Kind == ReplyDecision || r.Kind == ReplyReservation) {
+	// A dry run (LIMIT.ALL's first phase) decides nothing yet, and a peek
+	// (cost 0) is a read, not a decision.
+	if spec.Decision && !j.dryRun && (r.Kind == ReplyDecision || r.Kind == ReplyReservation) && !spec.peek(c) {
 		if r.Dec.Limited {
 			j.limited++
 		} else {

@@ -193,3 +193,21 @@ func TestReqIDCodec(t *testing.T) {
 		}
 	}
 }
+
+// TestPeeksAreNotCountedAsDecisions: decisions_allowed and
+// decisions_limited count decisions with a cost; a peek (cost 0) on a free
+// or a used-up key counts in neither.
+func TestPeeksAreNotCountedAsDecisions(t *testing.T) {
+	e := New(Config{Shards: 2})
+	defer e.Close()
+	now := int64(1e18)
+	exec1(e, now, throttle("p", "", 0))
+	for range 3 {
+		exec1(e, now, throttle("p", "", 1)) // some allowed, then refused
+	}
+	exec1(e, now, throttle("p", "", 0))
+	st := e.Stats()
+	if st.Allowed+st.Limited != 3 {
+		t.Fatalf("allowed %d + limited %d, want the 3 decisions with a cost", st.Allowed, st.Limited)
+	}
+}

@@ -39,7 +39,7 @@ type metrics struct {
 func newMetrics(s *Server) *metrics {
 	return &metrics{
 		s:           s,
-		decisions:   prometheus.NewDesc("sluice_decisions_total", "Rate-limit decisions, by outcome.", []string{"outcome"}, nil),
+		decisions:   prometheus.NewDesc("sluice_decisions_total", "Rate-limit decisions with a cost, by outcome (peeks, cost 0, are reads and not counted).", []string{"outcome"}, nil),
 		commands:    prometheus.NewDesc("sluice_commands_processed_total", "Commands processed.", nil, nil),
 		connections: prometheus.NewDesc("sluice_connections_received_total", "Connections accepted.", nil, nil),
 		clients:     prometheus.NewDesc("sluice_connected_clients", "Open client connections.", nil, nil),
