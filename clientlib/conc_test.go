@@ -332,3 +332,41 @@ func TestAcquireAfterLostAnswers(t *testing.T) {
 		t.Fatalf("after Release the server still holds the lease: %v %v", v, err)
 	}
 }
+
+// A refund whose answers are lost (replies held back past the timeout) is
+// sent twice with one id and gives its units back once on the server.
+func TestRefundAfterLostAnswers(t *testing.T) {
+	s := sluicetest.Start(t, sluicetest.Options{})
+	px := sluicetest.Proxy(t, s.Addr)
+	rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	hook := &countHook{}
+	rdb.AddHook(hook)
+	l := clientlib.NewLimiter(rdb, clientlib.WithTimeout(100*time.Millisecond))
+	ctx := context.Background()
+	rule := clientlib.FixedWindow(10, time.Hour)
+	untilServer(t, l, "refund:key", rule)
+	for range 5 {
+		if res, err := l.Allow(ctx, "refund:key", rule); err != nil || res.Source != clientlib.FromServer {
+			t.Fatalf("%+v %v", res, err)
+		}
+	}
+	px.SetDelay(faultproxy.Replies, 400*time.Millisecond)
+	if _, _, err := l.Refund(ctx, "refund:key", 2); err == nil {
+		t.Fatal("a refund whose answers were lost reported success")
+	}
+	if n := hook.count("limit.refund"); n != 2 {
+		t.Fatalf("%d LIMIT.REFUND sent, want 2 (the retry after a lost answer)", n)
+	}
+	px.SetDelay(faultproxy.Replies, 0)
+	// untilServer's call and the five: 6 charged, 4 left; the refund of 2
+	// once: 6 left, not 8.
+	sluicetest.WaitFor(t, 5*time.Second, "both refunds applied", func() bool {
+		v, err := s.Client.Do(ctx, "FW.CHECK", "refund:key", 10, 3600, 0).Slice()
+		return err == nil && v[2] == int64(6)
+	})
+	time.Sleep(500 * time.Millisecond) // a second, doubled refund would land by now
+	if v, err := s.Client.Do(ctx, "FW.CHECK", "refund:key", 10, 3600, 0).Slice(); err != nil || v[2] != int64(6) {
+		t.Fatalf("after the refund sent twice: %v %v, want 6 left", v, err)
+	}
+}

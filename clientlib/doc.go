@@ -43,8 +43,8 @@
 //
 // # Request ids: charged once, whatever is retried
 //
-// Every decision (AllowN with a positive cost, All) carries a request id
-// (REQID). The server remembers each id's reply per key for its
+// Every decision (AllowN with a positive cost, All) and every Refund
+// carries a request id (REQID). The server remembers each id's reply per key for its
 // reqid-window (10 s by default) and answers a retry with it, charging
 // nothing again. So go-redis's own retries of a command whose connection
 // broke, and the Limiter's one retry after a lost answer (a timeout, a

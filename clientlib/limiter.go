@@ -304,7 +304,13 @@ func keyHashOf(key string) uint64 { return xxhash.Sum64String(key) }
 // resets and inspection have no sensible made-up answer.
 func (l *Limiter) do(ctx context.Context, cmd redis.Cmder) error {
 	sent := l.mono()
-	err := l.process(ctx, cmd, nil)
+	return l.settle(ctx, sent, l.process(ctx, cmd, nil))
+}
+
+// settle records how a call sent at sent ended (the server answering or
+// not, a reload of a cluster's routes after a failure) and returns the
+// error its caller gets.
+func (l *Limiter) settle(ctx context.Context, sent int64, err error) error {
 	switch {
 	case err == nil || errors.Is(err, redis.Nil):
 		l.observe(true, sent, nil)
@@ -333,9 +339,21 @@ func (l *Limiter) Refund(ctx context.Context, key string, n int64) (remaining in
 	if l.cache != nil {
 		l.cache.forget(kh)
 	}
-	cmd := redis.NewIntCmd(ctx, "LIMIT.REFUND", key, n)
-	cmd.SetFirstKeyPos(1)
-	err = l.do(ctx, cmd)
+	if err := checkRequestID(ctx); err != nil {
+		return 0, false, err
+	}
+	// With a request id, as decisions: a refund whose answer was lost is
+	// asked again, and a retry (go-redis's own after a broken connection,
+	// or the one below) gives the units back once.
+	var id reqIDArg
+	l.idFor(ctx, &id)
+	sent := l.mono()
+	cmd, err := resend(l, ctx, func() *redis.IntCmd {
+		cmd := redis.NewIntCmd(ctx, "LIMIT.REFUND", key, n, "REQID", &id)
+		cmd.SetFirstKeyPos(1)
+		return cmd
+	})
+	err = l.settle(ctx, sent, err)
 	switch {
 	case errors.Is(err, redis.Nil):
 		return 0, false, nil

@@ -141,16 +141,24 @@ func (l *Limiter) refreshRoutes(ctx context.Context) {
 // answering (worthRetrying): the server applies the two attempts once.
 // firstKey is the position of the key a cluster client routes by.
 func (l *Limiter) sendWithRetry(ctx context.Context, firstKey int8, args []interface{}) (*redis.SliceCmd, error) {
-	send := func() (*redis.SliceCmd, error) {
+	return resend(l, ctx, func() *redis.SliceCmd {
 		cmd := redis.NewSliceCmd(ctx, args...)
 		cmd.SetFirstKeyPos(firstKey)
-		return cmd, l.process(ctx, cmd, nil)
-	}
+		return cmd
+	})
+}
+
+// resend sends the command newCmd makes (one carrying a request id), and
+// once more, made again, when the first answer was lost while the server
+// was answering.
+func resend[C redis.Cmder](l *Limiter, ctx context.Context, newCmd func() C) (C, error) {
 	healthy := !l.degraded.Load()
-	cmd, err := send()
+	cmd := newCmd()
+	err := l.process(ctx, cmd, nil)
 	if healthy && worthRetrying(ctx, err) {
 		l.refreshRoutes(ctx)
-		cmd, err = send()
+		cmd = newCmd()
+		err = l.process(ctx, cmd, nil)
 	}
 	return cmd, err
 }

@@ -28,7 +28,7 @@ func (j *shardJob) apply(t *shard.Table, c *Command, now int64) (r Reply) {
 		return errReply(errUnknownOp)
 	}
 	j.unchanged = false
-	if len(c.ReqID) > 0 && spec.costAt > 0 && spec.Decision && !j.dryRun && c.N[spec.costAt-1] > 0 {
+	if len(c.ReqID) > 0 && !j.dryRun && (spec.once || spec.costAt > 0 && spec.Decision && c.N[spec.costAt-1] > 0) {
 		r = j.decideOnce(t, c, now, spec)
 		if r.unchanged {
 			return r // the first reply again; nothing ran

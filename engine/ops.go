@@ -75,6 +75,10 @@ type OpSpec struct {
 	// costAt is 1 + the index in N of a decision's cost (0: no cost): a
 	// decision of cost 0 is a peek, which reads.
 	costAt int8
+	// once: with a request id, the op's first reply is kept as a receipt
+	// and a retry gets it again, as a decision with a cost does
+	// (receipts.go): LIMIT.REFUND, whose retry would give units back twice.
+	once bool
 	// Creates: the op may create state, which maxmemory refuses.
 	Creates bool
 	Keys    KeyShape
@@ -131,7 +135,7 @@ func coreOps() map[Op]OpSpec {
 			changed: admittedCost(2), apply: (*shardJob).slidingLog},
 		OpFWCheck: {Name: "fw.check", Writes: true, Decision: true, Creates: true, Keys: KeysOne, costAt: 3,
 			changed: admittedCost(2), apply: (*shardJob).fixedWindow},
-		OpRefund: {Name: "refund", Writes: true, Keys: KeysOne, changed: succeeded, apply: (*shardJob).refund},
+		OpRefund: {Name: "refund", Writes: true, once: true, Keys: KeysOne, changed: succeeded, apply: (*shardJob).refund},
 		OpInfo:   {Name: "info", Keys: KeysOne, apply: (*shardJob).info},
 
 		OpGet:    {Name: "get", Keys: KeysOne, apply: (*shardJob).get},
@@ -199,8 +203,10 @@ func (c *Command) Writes() bool {
 }
 
 // takesReqID reports whether the op takes a request id: the decisions with
-// a cost, and LIMIT.ALL.
-func (s *OpSpec) takesReqID() bool { return s.Decision && (s.costAt > 0 || s.Keys == KeysLimits) }
+// a cost, LIMIT.ALL and the once ops (LIMIT.REFUND).
+func (s *OpSpec) takesReqID() bool {
+	return s.once || s.Decision && (s.costAt > 0 || s.Keys == KeysLimits)
+}
 
 // heldShards reports whether the command runs on held shards: several keys
 // that may live on several shards.

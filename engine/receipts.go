@@ -145,7 +145,10 @@ func (j *shardJob) decideOnce(t *shard.Table, c *Command, now int64, spec *OpSpe
 		}
 	}
 	r := spec.apply(j, t, c, now)
-	if r.Kind != ReplyDecision && r.Kind != ReplyReservation {
+	// Decisions keep their reply, a refund the remaining it gave; an error
+	// or a refund of nothing (nil: nothing changed, nothing journaled)
+	// leaves no receipt.
+	if r.Kind != ReplyDecision && r.Kind != ReplyReservation && r.Kind != ReplyInt {
 		return r
 	}
 	if found {

@@ -211,3 +211,43 @@ func TestPeeksAreNotCountedAsDecisions(t *testing.T) {
 		t.Fatalf("allowed %d + limited %d, want the 3 decisions with a cost", st.Allowed, st.Limited)
 	}
 }
+
+// TestRefundWithReqIDGivesBackOnce: a refund retried with its request id
+// gets the first reply and gives nothing back again; another id refunds
+// again; a refund of a key with no state leaves no receipt, so the same id
+// refunds once the key exists.
+func TestRefundWithReqIDGivesBackOnce(t *testing.T) {
+	e := New(Config{Shards: 2})
+	defer e.Close()
+	now := int64(1e18)
+	fw := func(cost int64) Command {
+		return Command{Op: OpFWCheck, Key: []byte("r"), N: [4]int64{10, 3600e9, cost}}
+	}
+	refund := func(key, id string, n int64) Command {
+		c := Command{Op: OpRefund, Key: []byte(key), N: [4]int64{n}}
+		if id != "" {
+			c.ReqID, c.ReqTTL = []byte(id), 60e9
+		}
+		return c
+	}
+	exec1(e, now, fw(6)) // 4 left
+	for range 3 {
+		if r := exec1(e, now, refund("r", "once", 2)); r.Kind != ReplyInt || r.Int != 6 {
+			t.Fatalf("refund with id once: %+v, want 6 left every time", r)
+		}
+	}
+	if r := exec1(e, now, refund("r", "other", 2)); r.Int != 8 {
+		t.Fatalf("another id: %+v, want 8 left", r)
+	}
+	if r := exec1(e, now, fw(0)); r.Dec.Remaining != 8 {
+		t.Fatalf("after the refunds %d left, want 8", r.Dec.Remaining)
+	}
+
+	if r := exec1(e, now, refund("absent", "early", 1)); r.Kind != ReplyNil {
+		t.Fatalf("refund of nothing: %+v", r)
+	}
+	exec1(e, now, Command{Op: OpFWCheck, Key: []byte("absent"), N: [4]int64{10, 3600e9, 5}})
+	if r := exec1(e, now, refund("absent", "early", 1)); r.Kind != ReplyInt || r.Int != 6 {
+		t.Fatalf("the id of a refund of nothing, once the key exists: %+v, want 6 left", r)
+	}
+}

@@ -304,7 +304,7 @@ func coreCommands() []*command {
 			summary: "All-or-nothing over several decisions: every limit consumes, or none does.",
 			args:    []argSpec{integer("numlimits"), many(str("limit"))},
 			op:      engine.OpLimitAll, parse: parseLimitAll},
-		{name: "limit.refund", cats: catLimiter, keyPerm: permAll, arity: 3, flags: flagWrite | flagFast, firstKey: 1, lastKey: 1, step: 1, group: groupLimit, since: "0.1.0",
+		{name: "limit.refund", cats: catLimiter, keyPerm: permAll, arity: -3, flags: flagWrite | flagFast, firstKey: 1, lastKey: 1, step: 1, group: groupLimit, since: "0.1.0",
 			summary: "Give units back to a live limiter (never above full); nil when the key holds no state.",
 			args:    []argSpec{key("key"), integer("amount")}, op: engine.OpRefund, parse: parseRefund},
 		{name: "limit.reset", cats: catLimiter | catKeyspace, keyPerm: permWrite, arity: -2, flags: flagWrite, firstKey: 1, lastKey: -1, step: 1, group: groupLimit, since: "0.1.0",

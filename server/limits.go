@@ -11,7 +11,7 @@ import (
 // LIMIT.REFUND.
 
 // trailingReqID takes an optional REQID id from the end of a decision's
-// args (after every other argument, MS included: a redis-cell client never
+// (or a refund's) args (after every other argument, MS included: a redis-cell client never
 // sends it). The receipt's lifetime is the default until the connection
 // stamps the server's reqid-window (client.parse).
 func trailingReqID(c *engine.Command, args [][]byte) ([][]byte, error) {
@@ -171,8 +171,14 @@ func limitTake(row *command, rest [][]byte) int {
 }
 
 func parseRefund(c *engine.Command, args [][]byte) error {
+	args, err := trailingReqID(c, args)
+	if err != nil {
+		return err
+	}
+	if len(args) != 3 {
+		return errSyntax
+	}
 	c.Key = args[1]
-	var err error
 	c.N[0], err = parseNonNegative("amount", args[2])
 	return err
 }

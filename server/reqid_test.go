@@ -95,6 +95,9 @@ func TestReqIDArguments(t *testing.T) {
 		{[]string{"LIMIT.ALL", "2", "FW.CHECK", "a", "1", "60", "1", "REQID", "x", "FW.CHECK", "b", "1", "60", "1"},
 			"-ERR REQID must come after the last limit of LIMIT.ALL\r\n"},
 		{[]string{"CL.THROTTLE", "k", "1", "1", "60", "REQID", "x", "MS"}, "-ERR syntax error\r\n"},
+		{[]string{"LIMIT.REFUND", "k", "1", "REQID", ""}, "-ERR REQID id must be 1 to 64 bytes\r\n"},
+		{[]string{"LIMIT.REFUND", "k", "1", "REQID"}, "-ERR syntax error\r\n"},
+		{[]string{"LIMIT.REFUND", "k", "1", "2"}, "-ERR syntax error\r\n"},
 		{[]string{"CONFIG", "SET", "reqid-window", "0"},
 			"-ERR CONFIG SET failed (possibly related to argument 'reqid-window') - argument must be a number of seconds from 1 to 3600\r\n"},
 	} {
@@ -104,6 +107,13 @@ func TestReqIDArguments(t *testing.T) {
 	}
 	if got := c.Do(t, "DBSIZE"); got != ":0\r\n" {
 		t.Fatalf("bad REQIDs left state: DBSIZE %q", got)
+	}
+	// A refund with an id gives back once, however often it is retried.
+	c.Do(t, "FW.CHECK", "rf", "10", "600", "6")
+	for range 2 {
+		if got := c.Do(t, "LIMIT.REFUND", "rf", "2", "REQID", "give-back"); got != ":6\r\n" {
+			t.Fatalf("LIMIT.REFUND with REQID: %q, want 6 left every time", got)
+		}
 	}
 	// MS and REQID together, in that order; the reply in milliseconds.
 	if got := c.Do(t, "CL.THROTTLE", "k", "1", "1", "60", "1", "MS", "REQID", "x"); got != "*5\r\n:0\r\n:2\r\n:1\r\n:-1\r\n:60000\r\n" {
