@@ -293,11 +293,10 @@ func TestAcquireFailurePolicies(t *testing.T) {
 	}
 }
 
-// An acquisition whose answers are lost (replies held back past the
-// timeout) is sent twice with one id and takes one slot on the server; the
-// fallback answers meanwhile, and once the server answers again, Release
-// gives the server's slot back too.
-func TestAcquireAfterLostAnswers(t *testing.T) {
+// behindProxy starts a server and a Limiter (100 ms timeout) that reaches
+// it through a fault proxy, counting the commands it sends.
+func behindProxy(t *testing.T) (*sluicetest.Server, *faultproxy.Proxy, *countHook, *clientlib.Limiter) {
+	t.Helper()
 	s := sluicetest.Start(t, sluicetest.Options{})
 	px := sluicetest.Proxy(t, s.Addr)
 	rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), MaxRetries: -1})
@@ -305,6 +304,15 @@ func TestAcquireAfterLostAnswers(t *testing.T) {
 	hook := &countHook{}
 	rdb.AddHook(hook)
 	l := clientlib.NewLimiter(rdb, clientlib.WithTimeout(100*time.Millisecond))
+	return s, px, hook, l
+}
+
+// An acquisition whose answers are lost (replies held back past the
+// timeout) is sent twice with one id and takes one slot on the server; the
+// fallback answers meanwhile, and once the server answers again, Release
+// gives the server's slot back too.
+func TestAcquireAfterLostAnswers(t *testing.T) {
+	s, px, hook, l := behindProxy(t)
 	ctx := context.Background()
 	untilServer(t, l, "warm", clientlib.PerMinute(100))
 	px.SetDelay(faultproxy.Replies, 400*time.Millisecond)
@@ -336,13 +344,7 @@ func TestAcquireAfterLostAnswers(t *testing.T) {
 // A refund whose answers are lost (replies held back past the timeout) is
 // sent twice with one id and gives its units back once on the server.
 func TestRefundAfterLostAnswers(t *testing.T) {
-	s := sluicetest.Start(t, sluicetest.Options{})
-	px := sluicetest.Proxy(t, s.Addr)
-	rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), MaxRetries: -1})
-	t.Cleanup(func() { rdb.Close() })
-	hook := &countHook{}
-	rdb.AddHook(hook)
-	l := clientlib.NewLimiter(rdb, clientlib.WithTimeout(100*time.Millisecond))
+	s, px, hook, l := behindProxy(t)
 	ctx := context.Background()
 	rule := clientlib.FixedWindow(10, time.Hour)
 	untilServer(t, l, "refund:key", rule)
