@@ -126,6 +126,7 @@ func failoverSpecs(t *testing.T) []foSpec {
 			// A topology refresh while no leader is known finds no slots
 			// and leaves it without a node for good (docs/cluster.md).
 			{"node-redis", "node-redis createCluster", "refresh-1000", false, false},
+			{"node-redis", "node-redis createCluster", "refresh-2000", false, false},
 		} {
 			c := c
 			specs = append(specs, foSpec{client: c.name, setting: c.setting, resends: c.resends, mustRecover: c.must,
@@ -439,16 +440,20 @@ type foResult struct {
 	spec    foSpec
 	round   int
 	started bool
+	elected float64 // when a survivor first said it leads
+	// leaderless: after that, when a survivor knew no leader, if ever
+	leaderless string
 	// firstOK: the first answer from the new leader (an operation sent
 	// after the kill, or answered more than 100 ms after it: the old leader
 	// was dead and no election ends sooner); allOK: every worker had one.
 	firstOK, allOK, lastErr float64
 	ops, oks, errs          int
 	errMsgs                 map[string]int
-	dupOps                  int // operations applied more than once
-	errApplied              int // operations answered with an error, yet applied
-	lost                    int // acknowledged operations the survivors do not have
-	unsettled               int // unanswered when the client was stopped
+	errSpan                 map[string][2]float64 // first and last, ms after the kill
+	dupOps                  int                   // operations applied more than once
+	errApplied              int                   // operations answered with an error, yet applied
+	lost                    int                   // acknowledged operations the survivors do not have
+	unsettled               int                   // unanswered when the client was stopped
 	exit                    string
 }
 
@@ -471,7 +476,7 @@ func (r foResult) line() string {
 	}
 	var kinds []string
 	for m, n := range r.errMsgs {
-		kinds = append(kinds, fmt.Sprintf("%d× %q", n, m))
+		kinds = append(kinds, fmt.Sprintf("%d× %q (%.0f to %.0f ms)", n, m, r.errSpan[m][0], r.errSpan[m][1]))
 	}
 	sort.Strings(kinds)
 	rec := "never answered again"
@@ -482,13 +487,16 @@ func (r foResult) line() string {
 	if r.lastErr >= 0 {
 		last = fmt.Sprintf(", last error at %.0f ms", r.lastErr)
 	}
-	s := fmt.Sprintf("%s (round %d): %s%s; %d operations, %d errors, %d applied twice or more, %d errors that were applied, %d unanswered at the end",
-		r.spec.name(), r.round, rec, last, r.ops, r.errs, r.dupOps, r.errApplied, r.unsettled)
+	s := fmt.Sprintf("%s (round %d, leader elected at %.0f ms): %s%s; %d operations, %d errors, %d applied twice or more, %d errors that were applied, %d unanswered at the end",
+		r.spec.name(), r.round, r.elected, rec, last, r.ops, r.errs, r.dupOps, r.errApplied, r.unsettled)
 	if len(kinds) > 0 {
 		s += "; errors: " + strings.Join(kinds, ", ")
 	}
 	if r.exit != "" {
 		s += "; exited: " + r.exit
+	}
+	if r.leaderless != "" {
+		s += "; after the election a survivor knew no leader at " + r.leaderless
 	}
 	return s
 }
@@ -508,7 +516,7 @@ func runFailoverRound(t *testing.T, specs []foSpec, workers int, round int) []fo
 	drivers := make([]*foDriver, len(specs))
 	results := make([]foResult, len(specs))
 	for i, s := range specs {
-		results[i] = foResult{spec: s, round: round, firstOK: -1, allOK: -1, lastErr: -1, errMsgs: map[string]int{}}
+		results[i] = foResult{spec: s, round: round, firstOK: -1, allOK: -1, lastErr: -1, errMsgs: map[string]int{}, errSpan: map[string][2]float64{}}
 		drivers[i] = s.start(t, foEnv{seeds: c.addrs, follower: follower, prefix: fmt.Sprintf("r%d-%d:", round, i), workers: workers})
 	}
 	defer func() {
@@ -555,6 +563,10 @@ func runFailoverRound(t *testing.T, specs []foSpec, workers int, round int) []fo
 	c.kill(old)
 	tKill := nowMs()
 	c.cmds[old].Wait()
+	// The survivors' view until the clients end: when one first says it
+	// leads (the floor under every client), and any later time a survivor
+	// knows no leader (CLUSTER SLOTS is then empty).
+	watch := startLeaderWatch(c, old, tKill)
 
 	// Until each client has answered every worker again, then 1 s more to
 	// see whether errors follow, or bound.
@@ -613,9 +625,11 @@ func runFailoverRound(t *testing.T, specs []foSpec, workers int, round int) []fo
 	if err := rdb.Incr(ctx, "{fo}:barrier").Err(); err != nil {
 		t.Fatalf("a write on the new leader: %v", err)
 	}
+	electedAt, leaderless := watch()
 	for i, d := range drivers {
 		_, evs := d.snapshot()
 		results[i].started = true
+		results[i].elected, results[i].leaderless = electedAt, leaderless
 		analyzeFailover(t, &results[i], d, evs, tKill, rdb, fmt.Sprintf("r%d-%d:", round, i))
 		r := results[i]
 		if r.spec.mustRecover && !r.recovered() {
@@ -629,6 +643,77 @@ func runFailoverRound(t *testing.T, specs []foSpec, workers int, round int) []fo
 		}
 	}
 	return results
+}
+
+// startLeaderWatch polls the survivors' CLUSTER INFO every 5 ms; the
+// function it returns stops it and gives when a survivor first said it led
+// (ms after the kill; -1 if none did) and the spans in which a survivor knew
+// no leader after both had known the new one.
+func startLeaderWatch(c *foCluster, dead int, tKill float64) func() (float64, string) {
+	var survivors []*redis.Client
+	for i, a := range c.addrs {
+		if i != dead {
+			survivors = append(survivors, client(a))
+		}
+	}
+	stop := make(chan struct{})
+	type res struct {
+		elected    float64
+		leaderless string
+	}
+	out := make(chan res, 1)
+	go func() {
+		defer func() {
+			for _, s := range survivors {
+				s.Close()
+			}
+		}()
+		r := res{elected: -1}
+		var spans []string
+		gapStart, settled := -1.0, false
+		for {
+			select {
+			case <-stop:
+				if gapStart >= 0 {
+					spans = append(spans, fmt.Sprintf("%.0f-", gapStart))
+				}
+				r.leaderless = strings.Join(spans, ", ")
+				out <- r
+				return
+			default:
+			}
+			leader, unknown := false, false
+			for _, s := range survivors {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				info, _ := s.Do(ctx, "CLUSTER", "INFO").Text()
+				cancel()
+				leader = leader || strings.Contains(info, "raft_state:Leader")
+				unknown = unknown || !strings.Contains(info, "cluster_state:ok")
+			}
+			at := nowMs() - tKill
+			if r.elected < 0 && leader {
+				r.elected = at
+			}
+			if r.elected >= 0 && !settled && !unknown {
+				settled = true // both know the new leader
+			}
+			if settled {
+				switch {
+				case unknown && gapStart < 0:
+					gapStart = at
+				case !unknown && gapStart >= 0:
+					spans = append(spans, fmt.Sprintf("%.0f-%.0f ms", gapStart, at))
+					gapStart = -1
+				}
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	return func() (float64, string) {
+		close(stop)
+		r := <-out
+		return r.elected, r.leaderless
+	}
 }
 
 // everyWorkerAnswered: every worker that ran before the kill has had an
@@ -690,10 +775,15 @@ func analyzeFailover(t *testing.T, r *foResult, d *foDriver, evs []foEvent, tKil
 			} else {
 				r.errs++
 				s.err = true
-				r.errMsgs[normalizeErr(e.Msg)]++
-				if at := e.T1 - tKill; at > r.lastErr {
-					r.lastErr = at
+				m := normalizeErr(e.Msg)
+				at := e.T1 - tKill
+				span, seen := r.errSpan[m]
+				if !seen {
+					span = [2]float64{at, at}
 				}
+				r.errSpan[m] = [2]float64{min(span[0], at), max(span[1], at)}
+				r.errMsgs[m]++
+				r.lastErr = max(r.lastErr, at)
 			}
 		case "exit":
 			r.exit = e.Msg
@@ -766,15 +856,16 @@ func analyzeFailover(t *testing.T, r *foResult, d *foDriver, evs []foEvent, tKil
 // foSummary is one table row per client and setting over the rounds.
 func foSummary(specs []foSpec, results []foResult) string {
 	var b strings.Builder
-	b.WriteString("| client | setting | first decision: median / max | every worker: median / max | errors per kill: median / max | kinds of error | applied twice | errors applied | never answered |\n|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| client | setting | leader elected: median / max | first decision: median / max | every worker: median / max | errors per kill: median / max | kinds of error | applied twice | errors applied | never answered |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range specs {
-		var first, all, errs []float64
+		var elected, first, all, errs []float64
 		kinds := map[string]bool{}
 		dups, applied, never := 0, 0, 0
 		for _, r := range results {
 			if r.spec.name() != s.name() || !r.started {
 				continue
 			}
+			elected = append(elected, r.elected)
 			if r.recovered() {
 				first = append(first, r.firstOK)
 				all = append(all, r.allOK)
@@ -793,8 +884,8 @@ func foSummary(specs []foSpec, results []foResult) string {
 			ks = append(ks, "`"+k+"`")
 		}
 		sort.Strings(ks)
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %d | %d | %d |\n", s.client, s.setting,
-			medMax(first, " ms"), medMax(all, " ms"), medMax(errs, ""), strings.Join(ks, "<br>"), dups, applied, never)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %d | %d | %d |\n", s.client, s.setting,
+			medMax(elected, " ms"), medMax(first, " ms"), medMax(all, " ms"), medMax(errs, ""), strings.Join(ks, "<br>"), dups, applied, never)
 	}
 	return b.String()
 }
