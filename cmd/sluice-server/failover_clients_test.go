@@ -474,6 +474,7 @@ type foResult struct {
 	errApplied              int                   // operations answered with an error, yet applied
 	lost                    int                   // acknowledged operations the survivors do not have
 	unsettled               int                   // unanswered when the client was stopped
+	preKill                 []string              // errors before the kill
 	exit                    string
 }
 
@@ -514,6 +515,9 @@ func (r foResult) line() string {
 	}
 	if r.exit != "" {
 		s += "; exited: " + r.exit
+	}
+	if len(r.preKill) > 0 {
+		s += "; errors before the kill: " + strings.Join(r.preKill, ", ")
 	}
 	if r.leaderless != "" {
 		s += "; after the election a survivor knew no leader at " + r.leaderless
@@ -822,10 +826,16 @@ func analyzeFailover(t *testing.T, r *foResult, d *foDriver, evs []foEvent, tKil
 					}
 				}
 			} else {
-				r.errs++
 				s.err = true
 				m := normalizeErr(e.Msg)
 				at := e.T1 - tKill
+				if at < 0 {
+					// Not the kill's doing: a leader that stepped down on its
+					// own (its lease) while the load started.
+					r.preKill = append(r.preKill, fmt.Sprintf("%q at %.0f ms", m, at))
+					continue
+				}
+				r.errs++
 				span, seen := r.errSpan[m]
 				if !seen {
 					span = [2]float64{at, at}
@@ -935,6 +945,14 @@ func foSummary(specs []foSpec, results []foResult) string {
 		sort.Strings(ks)
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %d | %d | %d |\n", s.client, s.setting,
 			medMax(elected, " ms"), medMax(first, " ms"), medMax(all, " ms"), medMax(errs, ""), strings.Join(ks, "<br>"), dups, applied, never)
+	}
+	for _, r := range results {
+		if len(r.preKill) > 0 {
+			fmt.Fprintf(&b, "before the kill, not counted above: %s round %d: %s\n", r.spec.name(), r.round, strings.Join(r.preKill, ", "))
+		}
+		if r.leaderless != "" {
+			fmt.Fprintf(&b, "leaderless again after the election: %s round %d: %s\n", r.spec.name(), r.round, r.leaderless)
+		}
 	}
 	return b.String()
 }
