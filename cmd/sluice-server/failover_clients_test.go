@@ -99,7 +99,10 @@ type foSpec struct {
 	// mustRecover: it always answers again after the kill, by itself; the
 	// others are given 10 s and reported.
 	mustRecover bool
-	start       func(t *testing.T, e foEnv) *foDriver
+	// decide: each operation is CL.THROTTLE key 10 10 3600 1 REQID key,
+	// answered with the remaining count, rather than INCR key.
+	decide bool
+	start  func(t *testing.T, e foEnv) *foDriver
 }
 
 func (s foSpec) name() string { return s.client + "/" + s.setting }
@@ -122,6 +125,8 @@ func failoverSpecs(t *testing.T) []foSpec {
 		}{
 			{"ioredis", "ioredis Cluster", "default", true, true},
 			{"ioredis", "ioredis Cluster", "fast", true, true},
+			// Decisions with REQID: its resends are answered from receipts.
+			{"ioredis", "ioredis Cluster", "reqid", false, true},
 			{"node-redis", "node-redis createCluster", "default", false, true},
 			// A topology refresh while no leader is known finds no slots
 			// and leaves it without a node for good (docs/cluster.md).
@@ -130,6 +135,7 @@ func failoverSpecs(t *testing.T) []foSpec {
 		} {
 			c := c
 			specs = append(specs, foSpec{client: c.name, setting: c.setting, resends: c.resends, mustRecover: c.must,
+				decide: c.setting == "reqid",
 				start: func(t *testing.T, e foEnv) *foDriver {
 					return startProcessDriver(t, node, "../../internal/clients/node/failover.mjs", c.lib, c.setting,
 						strings.Join(e.seeds, ","), strconv.Itoa(e.workers), e.prefix)
@@ -475,6 +481,7 @@ type foResult struct {
 	lost                    int                   // acknowledged operations the survivors do not have
 	unsettled               int                   // unanswered when the client was stopped
 	preKill                 []string              // errors before the kill
+	receipts                string                // REQID retries the new leader answered from a receipt
 	exit                    string
 }
 
@@ -515,6 +522,9 @@ func (r foResult) line() string {
 	}
 	if r.exit != "" {
 		s += "; exited: " + r.exit
+	}
+	if r.receipts != "" {
+		s += "; the new leader answered " + r.receipts + " retries from a REQID receipt"
 	}
 	if len(r.preKill) > 0 {
 		s += "; errors before the kill: " + strings.Join(r.preKill, ", ")
@@ -679,10 +689,14 @@ func failoverAttempt(t *testing.T, specs []foSpec, workers int, round, attempt i
 		t.Fatalf("a write on the new leader: %v", err)
 	}
 	electedAt, leaderless := watch()
+	receipts := infoValue(t, rdb, "stats", "reqid_retries_answered")
 	for i, d := range drivers {
 		_, evs := d.snapshot()
 		results[i].started = true
 		results[i].elected, results[i].leaderless = electedAt, leaderless
+		if specs[i].decide {
+			results[i].receipts = receipts // no other client sends REQID
+		}
 		analyzeFailover(t, &results[i], d, evs, tKill, rdb, prefix(i))
 		r := results[i]
 		if r.spec.mustRecover && !r.recovered() {
@@ -882,24 +896,57 @@ func analyzeFailover(t *testing.T, r *foResult, d *foDriver, evs []foEvent, tKil
 	for op := 0; op <= maxOp; op++ {
 		keys = append(keys, fmt.Sprintf("%s{fo}:%d", prefix, op))
 	}
+	// applied: how many times each operation was applied; answered: how
+	// many its reply says (INCR's value; for a decision, 11 less the
+	// remaining count).
+	applied := func(lo, hi int) []int64 {
+		out := make([]int64, hi-lo)
+		if !r.spec.decide {
+			vals, err := rdb.MGet(ctx, keys[lo:hi]...).Result()
+			if err != nil {
+				t.Fatalf("MGET on the new leader: %v", err)
+			}
+			for j, v := range vals {
+				if s, ok := v.(string); ok {
+					out[j], _ = strconv.ParseInt(s, 10, 64)
+				}
+			}
+			return out
+		}
+		// A peek (cost 0) gives the remaining count of a limit of 11.
+		pipe := rdb.Pipeline()
+		cmds := make([]*redis.Cmd, hi-lo)
+		for j := range cmds {
+			cmds[j] = pipe.Do(ctx, "CL.THROTTLE", keys[lo+j], 10, 10, 3600, 0)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatalf("peeks on the new leader: %v", err)
+		}
+		for j, c := range cmds {
+			v, err := c.Int64Slice()
+			if err != nil || len(v) != 5 {
+				t.Fatalf("peek: %v %v", v, err)
+			}
+			out[j] = 11 - v[2]
+		}
+		return out
+	}
+	answered := func(v int64) int64 {
+		if r.spec.decide {
+			return 11 - v
+		}
+		return v
+	}
 	for lo := 0; lo < len(keys); lo += 500 {
 		hi := min(lo+500, len(keys))
-		vals, err := rdb.MGet(ctx, keys[lo:hi]...).Result()
-		if err != nil {
-			t.Fatalf("MGET on the new leader: %v", err)
-		}
-		for j, v := range vals {
+		for j, n := range applied(lo, hi) {
 			op := lo + j
-			var n int64
-			if s, ok := v.(string); ok {
-				n, _ = strconv.ParseInt(s, 10, 64)
-			}
 			s := ops[op]
 			if s == nil {
 				continue // unanswered when stopped: its fate is open
 			}
 			switch {
-			case s.ok && (n == 0 || s.v > n):
+			case s.ok && (n == 0 || answered(s.v) > n):
 				r.lost++
 				t.Logf("%s: operation %d was answered %d, the survivors have %d", r.spec.name(), op, s.v, n)
 			case s.err && n >= 1:
@@ -919,7 +966,7 @@ func foSummary(specs []foSpec, results []foResult) string {
 	for _, s := range specs {
 		var elected, first, all, errs []float64
 		kinds := map[string]bool{}
-		dups, applied, never := 0, 0, 0
+		dups, applied, never, receipts := 0, 0, 0, 0
 		for _, r := range results {
 			if r.spec.name() != s.name() || !r.started {
 				continue
@@ -937,14 +984,21 @@ func foSummary(specs []foSpec, results []foResult) string {
 			}
 			dups += r.dupOps
 			applied += r.errApplied
+			if n, err := strconv.Atoi(r.receipts); err == nil {
+				receipts += n
+			}
 		}
 		var ks []string
 		for k := range kinds {
 			ks = append(ks, "`"+k+"`")
 		}
 		sort.Strings(ks)
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %d | %d | %d |\n", s.client, s.setting,
-			medMax(elected, " ms"), medMax(first, " ms"), medMax(all, " ms"), medMax(errs, ""), strings.Join(ks, "<br>"), dups, applied, never)
+		twice := strconv.Itoa(dups)
+		if s.decide {
+			twice += fmt.Sprintf(" (%d resends answered from a receipt)", receipts)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %d | %d |\n", s.client, s.setting,
+			medMax(elected, " ms"), medMax(first, " ms"), medMax(all, " ms"), medMax(errs, ""), strings.Join(ks, "<br>"), twice, applied, never)
 	}
 	for _, r := range results {
 		if len(r.preKill) > 0 {
