@@ -738,16 +738,22 @@ func startLeaderWatch(c *foCluster, dead int, tKill float64) func() (float64, st
 		r := res{elected: -1}
 		var spans []string
 		gapStart, settled := -1.0, false
+		stopped := false
 		for {
 			select {
 			case <-stop:
+				stopped = true
+			default:
+			}
+			// A client that ends at the kill (redis-cli -r) must not hide
+			// the election: go on until it (or 15 s).
+			if stopped && (r.elected >= 0 || nowMs()-tKill > 15000) {
 				if gapStart >= 0 {
 					spans = append(spans, fmt.Sprintf("%.0f-", gapStart))
 				}
 				r.leaderless = strings.Join(spans, ", ")
 				out <- r
 				return
-			default:
 			}
 			leader, unknown := false, false
 			for _, s := range survivors {
