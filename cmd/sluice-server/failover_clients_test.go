@@ -411,10 +411,9 @@ type foCluster struct {
 
 func startFailoverCluster(t *testing.T) *foCluster {
 	t.Helper()
-	a1, c1 := startBinary(t, "--dir", t.TempDir(), "--cluster-enabled", "yes", "--cluster-bootstrap", "yes")
-	a2, c2 := startBinary(t, "--dir", t.TempDir(), "--cluster-enabled", "yes", "--cluster-join", a1)
-	a3, c3 := startBinary(t, "--dir", t.TempDir(), "--cluster-enabled", "yes", "--cluster-join", a1)
-	c := &foCluster{addrs: []string{a1, a2, a3}, cmds: []*exec.Cmd{c1, c2, c3}, alive: []bool{true, true, true}}
+	// The server's own Raft timings: failover as users get it.
+	addrs, cmds := startGroup(t, defaultRaftTimings()...)
+	c := &foCluster{addrs: addrs, cmds: cmds, alive: []bool{true, true, true}}
 	// Every member knows all three and the leader.
 	for _, a := range c.addrs {
 		rdb := client(a)
