@@ -49,9 +49,13 @@ var flagNames = []struct {
 // argSpec documents one argument for COMMAND DOCS.
 type argSpec struct {
 	name     string
-	typ      string // key, integer, double, string, pattern, pure-token, unix-time
+	typ      string // key, integer, double, string, pattern, pure-token, unix-time, oneof
 	optional bool
 	multiple bool
+	// sub are a oneof's choices. COMMAND DOCS lists them as its
+	// arguments: redis-cli builds its hints from them, and crashes on a
+	// oneof without any.
+	sub []argSpec
 }
 
 // command is one row of the command table: everything about a command

@@ -123,8 +123,13 @@ func (c *client) writeCommandDocs(cmd *command) {
 	c.writeBulkString("complexity")
 	c.writeBulkString("O(1)")
 	c.writeBulkString("arguments")
-	c.writeArray(len(cmd.args))
-	for _, a := range cmd.args {
+	c.writeArgDocs(cmd.args)
+}
+
+// writeArgDocs writes COMMAND DOCS's arguments, a oneof's choices nested.
+func (c *client) writeArgDocs(args []argSpec) {
+	c.writeArray(len(args))
+	for _, a := range args {
 		var flags []string
 		if a.optional {
 			flags = append(flags, "optional")
@@ -137,6 +142,9 @@ func (c *client) writeCommandDocs(cmd *command) {
 			n++
 		}
 		if len(flags) > 0 {
+			n++
+		}
+		if len(a.sub) > 0 {
 			n++
 		}
 		c.writeMap(n)
@@ -158,6 +166,10 @@ func (c *client) writeCommandDocs(cmd *command) {
 			for _, f := range flags {
 				c.writeStatus(f)
 			}
+		}
+		if len(a.sub) > 0 {
+			c.writeBulkString("arguments")
+			c.writeArgDocs(a.sub)
 		}
 	}
 }

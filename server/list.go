@@ -35,7 +35,7 @@ func listCommands() []*command {
 			summary: "Remove elements from a list.", args: []argSpec{key("key"), integer("count"), str("element")}, op: engine.OpLRem, parse: parseKeyArgs},
 		{name: "linsert", arity: 5, flags: w | flagDenyOOM, firstKey: 1, lastKey: 1, step: 1, cats: catList, keyPerm: permWrite, group: "list", since: "2.2.0",
 			summary: "Insert an element before or after another element in a list.",
-			args:    []argSpec{key("key"), {name: "where", typ: "oneof"}, str("pivot"), str("element")}, op: engine.OpLInsert, parse: parseKeyArgs},
+			args:    []argSpec{key("key"), {name: "where", typ: "oneof", sub: []argSpec{{name: "BEFORE", typ: "pure-token"}, {name: "AFTER", typ: "pure-token"}}}, str("pivot"), str("element")}, op: engine.OpLInsert, parse: parseKeyArgs},
 		{name: "lpos", arity: -3, flags: r, firstKey: 1, lastKey: 1, step: 1, cats: catList, keyPerm: permRead, group: "list", since: "6.0.6",
 			summary: "Return the index of matching elements on a list.",
 			args:    []argSpec{key("key"), str("element"), opt(integer("RANK rank")), opt(integer("COUNT num-matches")), opt(integer("MAXLEN len"))}, op: engine.OpLPos, parse: parseKeyArgs},

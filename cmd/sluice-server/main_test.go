@@ -129,6 +129,13 @@ func TestBinaryWithRedisCLI(t *testing.T) {
 			t.Fatalf("redis-cli %v:\n got %q\nwant %q", step.args, got, step.want)
 		}
 	}
+	// Commands on standard input: redis-cli then reads COMMAND DOCS for
+	// its hints first (a oneof without its choices crashed it).
+	piped := exec.Command(cli, "-h", host, "-p", port, "-a", "pw", "--no-auth-warning")
+	piped.Stdin = strings.NewReader("PING\nDBSIZE\n")
+	if out, err := piped.CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "PONG\n1" {
+		t.Fatalf("redis-cli reading commands from stdin: %v %q", err, out)
+	}
 	// Without the password every command is refused.
 	out, _ := exec.Command(cli, "-h", host, "-p", port, "PING").CombinedOutput()
 	if !strings.Contains(string(out), "NOAUTH") {
