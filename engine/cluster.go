@@ -43,13 +43,17 @@ type NodeInfo struct {
 
 // ClusterView is what CLUSTER, ROLE and INFO replication report.
 type ClusterView struct {
-	Self        NodeInfo
-	Leader      NodeInfo // zero when no leader is known
-	Nodes       []NodeInfo
-	State       string // "Leader", "Follower", "Candidate", "Shutdown"
-	Term        uint64
-	CommitIndex uint64
-	Applied     uint64
+	Self   NodeInfo
+	Leader NodeInfo // zero when no leader is known
+	// LastLeaderID, while no leader is known, is the leader last known
+	// (empty when there was none): CLUSTER SLOTS names it as the master
+	// during an election, as Redis Cluster names a failed master.
+	LastLeaderID string
+	Nodes        []NodeInfo
+	State        string // "Leader", "Follower", "Candidate", "Shutdown"
+	Term         uint64
+	CommitIndex  uint64
+	Applied      uint64
 }
 
 // Clustered is implemented by a backend that runs in cluster mode.

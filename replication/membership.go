@@ -156,6 +156,12 @@ func (n *Node) ClusterView() engine.ClusterView {
 		Applied:     n.AppliedIndex(),
 	}
 	_, leaderID := n.raft.LeaderWithID()
+	if leaderID != "" {
+		id := string(leaderID)
+		n.lastLeader.Store(&id)
+	} else if last := n.lastLeader.Load(); last != nil {
+		v.LastLeaderID = *last
+	}
 	v.Self = engine.NodeInfo{
 		ID: n.id, ClientAddr: n.cfg.ClientAddr, RaftAddr: n.raftAddr,
 		Leader: string(leaderID) == n.id, Applied: v.Applied,

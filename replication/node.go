@@ -76,7 +76,12 @@ type Node struct {
 	leaderChanged chan struct{} // closed and replaced on every change
 	noLeaderSince atomic.Int64  // unix ns; 0 while a leader is known
 	leaderChanges atomic.Uint64 // leaders observed (LeaderChanges)
-	opened        time.Time     // LastLeaderContact's base before any contact
+	// lastLeader is the id of the last leader observed, kept while none is
+	// known: CLUSTER SLOTS goes on naming it during an election, as Redis
+	// Cluster names a failed master until a replica replaces it (a client
+	// that reloads its slot map then would otherwise find no slots at all).
+	lastLeader atomic.Pointer[string]
+	opened     time.Time // LastLeaderContact's base before any contact
 
 	stats struct {
 		entries, commands, unknown, redirects atomic.Uint64
@@ -648,6 +653,8 @@ func (n *Node) watch() {
 				} else {
 					n.noLeaderSince.Store(0)
 					n.leaderChanges.Add(1)
+					id := string(lo.LeaderID)
+					n.lastLeader.Store(&id)
 				}
 				if string(lo.LeaderID) == n.id {
 					n.wg.Add(1)

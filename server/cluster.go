@@ -148,6 +148,22 @@ func (s *Server) replicationLines() []string {
 		append([]string{"slave_repl_offset:" + strconv.FormatUint(v.Applied, 10)}, lines...)...)
 }
 
+// masterFirst moves the node with id to the front of nodes, reporting
+// whether it is there.
+func masterFirst(nodes []engine.NodeInfo, id string) bool {
+	if id == "" {
+		return false
+	}
+	for i, n := range nodes {
+		if n.ID == id {
+			copy(nodes[1:i+1], nodes[:i])
+			nodes[0] = n
+			return true
+		}
+	}
+	return false
+}
+
 // ordered lists the leader first, then the others.
 func ordered(v engine.ClusterView) []engine.NodeInfo {
 	var out []engine.NodeInfo
@@ -175,11 +191,17 @@ func cmdCluster(s *Server, c *client, args [][]byte) {
 	v := cl.ClusterView()
 	nodes := ordered(v)
 	leaderKnown := len(nodes) > 0 && nodes[0].Leader
+	// During an election the last leader stays the slots' master, flagged
+	// as failing, as Redis Cluster keeps a failed master until a replica
+	// replaces it: a client that reloads its slot map meanwhile keeps its
+	// routes (node-redis, finding no slots, drops every node for good).
+	failedMaster := !leaderKnown && masterFirst(nodes, v.LastLeaderID)
+	hasMaster := leaderKnown || failedMaster
 	switch {
 	case sub == "myid" && len(args) == 2:
 		c.writeBulkString(v.Self.ID)
 	case sub == "slots" && len(args) == 2:
-		if !leaderKnown {
+		if !hasMaster {
 			c.writeArray(0)
 			return
 		}
@@ -198,7 +220,7 @@ func cmdCluster(s *Server, c *client, args [][]byte) {
 		c.writeArray(1)
 		c.writeMap(2)
 		c.writeBulkString("slots")
-		if leaderKnown {
+		if hasMaster {
 			c.writeArray(2)
 			c.writeInt(0)
 			c.writeInt(engine.Slots - 1)
@@ -207,11 +229,14 @@ func cmdCluster(s *Server, c *client, args [][]byte) {
 		}
 		c.writeBulkString("nodes")
 		c.writeArray(len(nodes))
-		for _, n := range nodes {
+		for i, n := range nodes {
 			host, port := splitHostPort(n.ClientAddr)
-			role := "replica"
-			if n.Leader {
+			role, health := "replica", "online"
+			if i == 0 && hasMaster {
 				role = "master"
+			}
+			if i == 0 && failedMaster {
+				health = "failed"
 			}
 			c.writeMap(7)
 			c.writeBulkString("id")
@@ -227,19 +252,22 @@ func cmdCluster(s *Server, c *client, args [][]byte) {
 			c.writeBulkString("replication-offset")
 			c.writeInt(int64(n.Applied))
 			c.writeBulkString("health")
-			c.writeBulkString("online")
+			c.writeBulkString(health)
 		}
 	case sub == "nodes" && len(args) == 2:
 		var b strings.Builder
 		leaderID := ""
-		if leaderKnown {
+		if hasMaster {
 			leaderID = nodes[0].ID
 		}
-		for _, n := range nodes {
+		for i, n := range nodes {
 			host, port := splitHostPort(n.ClientAddr)
 			flags, master, slots := "slave", leaderID, ""
-			if n.Leader {
+			if i == 0 && hasMaster {
 				flags, master, slots = "master", "-", " 0-16383"
+			}
+			if i == 0 && failedMaster {
+				flags += ",fail?"
 			}
 			if n.ID == v.Self.ID {
 				flags = "myself," + flags
@@ -260,7 +288,7 @@ func cmdCluster(s *Server, c *client, args [][]byte) {
 			"cluster_state:" + state,
 			"cluster_slots_assigned:16384",
 			"cluster_slots_ok:" + map[bool]string{true: "16384", false: "0"}[leaderKnown],
-			"cluster_slots_pfail:0",
+			"cluster_slots_pfail:" + map[bool]string{true: "16384", false: "0"}[failedMaster],
 			"cluster_slots_fail:0",
 			"cluster_known_nodes:" + strconv.Itoa(len(nodes)),
 			"cluster_size:1",

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -13,11 +14,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/clientlib"
+	"github.com/sluicehq/sluice/internal/sluicetest"
 )
 
 // startGroup starts three real sluice-server processes as one Raft group on
-// loopback and returns their client addresses and processes once the first
-// (the bootstrap node, the leader) knows all three. The third joins through
+// loopback and returns their client addresses and processes once every
+// member knows all three. The third joins through
 // the second, a follower, which redirects its CLUSTER JOIN to the leader.
 // more are arguments for every node (defaultRaftTimings, say).
 func startGroup(t *testing.T, more ...string) ([]string, []*exec.Cmd) {
@@ -28,20 +30,27 @@ func startGroup(t *testing.T, more ...string) ([]string, []*exec.Cmd) {
 	addr1, cmd1 := startBinary(t, member("--cluster-bootstrap", "yes")...)
 	addr2, cmd2 := startBinary(t, member("--cluster-join", addr1)...)
 	addr3, cmd3 := startBinary(t, member("--cluster-join", addr2)...)
-	first := client(addr1)
-	defer first.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		info, _ := first.Do(context.Background(), "CLUSTER", "INFO").Text()
-		if strings.Contains(info, "cluster_known_nodes:3") && strings.Contains(info, "cluster_state:ok") {
-			break
+	addrs := []string{addr1, addr2, addr3}
+	// Every member knows all three, and their client addresses (a joining
+	// node's is a log entry after the one that makes it a voter).
+	for _, a := range addrs {
+		c := client(a)
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			info, _ := c.Do(context.Background(), "CLUSTER", "INFO").Text()
+			nodes, _ := c.Do(context.Background(), "CLUSTER", "NODES").Text()
+			if strings.Contains(info, "cluster_known_nodes:3") && strings.Contains(info, "cluster_state:ok") &&
+				strings.Count(nodes, "127.0.0.1:") == 3 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s did not come to know the 3 nodes: %q %q", a, info, nodes)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the group did not reach 3 nodes: %q", info)
-		}
-		time.Sleep(50 * time.Millisecond)
+		c.Close()
 	}
-	return []string{addr1, addr2, addr3}, []*exec.Cmd{cmd1, cmd2, cmd3}
+	return addrs, []*exec.Cmd{cmd1, cmd2, cmd3}
 }
 
 // leaderOf returns the index of the node that answers ROLE as master.
@@ -148,4 +157,60 @@ func TestLimiterFailsOverAfterKill9(t *testing.T) {
 	if charged < allowed.Load() || charged > allowed.Load()+unknown.Load() {
 		t.Fatalf("charged %d, acknowledged allows %d, unknown %d: a decision was lost or doubled", charged, allowed.Load(), unknown.Load())
 	}
+}
+
+// TestClusterSlotsDuringElection: while the survivors of a killed leader
+// elect a new one, CLUSTER SLOTS goes on naming the dead leader as the
+// slots' master (CLUSTER NODES flags it fail?), as Redis Cluster names a
+// failed master, instead of answering an empty array that makes a client
+// reloading its map then (node-redis) drop every route for good.
+func TestClusterSlotsDuringElection(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three servers")
+	}
+	addrs, cmds := startGroup(t, defaultRaftTimings()...)
+	old := leaderOf(t, addrs, -1)
+	dead := addrs[old]
+	var survivors []*sluicetest.RawConn
+	for i, a := range addrs {
+		if i != old {
+			survivors = append(survivors, sluicetest.DialRaw(t, "tcp", a))
+		}
+	}
+	// The master is CLUSTER SLOTS's first node: its host, then its port.
+	_, port, _ := strings.Cut(dead, ":")
+	master := regexp.MustCompile(`:16383\r\n\*3\r\n\$\d+\r\n[^\r]*\r\n:(\d+)\r\n`)
+	namesDead := func(slots string) bool {
+		m := master.FindStringSubmatch(slots)
+		return m != nil && m[1] == port
+	}
+	killHard(t, cmds[old])
+	electing := 0
+	deadline := time.Now().Add(15 * time.Second)
+	for elected := false; !elected; {
+		if time.Now().After(deadline) {
+			t.Fatal("no new leader within 15 s")
+		}
+		for _, c := range survivors {
+			info := c.Do(t, "CLUSTER", "INFO")
+			slots := c.Do(t, "CLUSTER", "SLOTS")
+			switch {
+			case strings.Contains(info, "cluster_state:ok") && !namesDead(slots):
+				elected = true
+			case strings.Contains(info, "cluster_state:fail"):
+				electing++
+				if !namesDead(slots) {
+					t.Fatalf("CLUSTER SLOTS during the election: %q, want the last leader %s as master", slots, dead)
+				}
+				if nodes := c.Do(t, "CLUSTER", "NODES"); !strings.Contains(nodes, "master,fail?") {
+					t.Fatalf("CLUSTER NODES during the election: %q (INFO %q, SLOTS %q; dead %s)", nodes, info, slots, dead)
+				}
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if electing == 0 {
+		t.Fatal("no reply caught the survivors without a leader")
+	}
+	t.Logf("%d replies during the election named the dead leader", electing)
 }
