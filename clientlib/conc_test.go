@@ -372,3 +372,18 @@ func TestRefundAfterLostAnswers(t *testing.T) {
 		t.Fatalf("after the refund sent twice: %v %v, want 6 left", v, err)
 	}
 }
+
+// A caller's request id covers both halves of "charge, then refund": the
+// refund sent with the decision's id gives its units back.
+func TestRefundWithTheDecisionsRequestID(t *testing.T) {
+	s := sluicetest.Start(t, sluicetest.Options{})
+	l := clientlib.NewLimiter(s.Client, clientlib.WithFailurePolicy(clientlib.FailError))
+	ctx := clientlib.WithRequestID(context.Background(), "request-7")
+	rule := clientlib.FixedWindow(10, time.Hour)
+	if res, err := l.AllowN(ctx, "refund:same-id", rule, 6); err != nil || !res.Allowed || res.Remaining != 4 {
+		t.Fatalf("AllowN: %+v %v", res, err)
+	}
+	if left, ok, err := l.Refund(ctx, "refund:same-id", 2); err != nil || !ok || left != 6 {
+		t.Fatalf("Refund with the decision's id: %d %v %v, want 6 left", left, ok, err)
+	}
+}

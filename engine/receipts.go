@@ -65,6 +65,19 @@ func (j *shardJob) receiptKey(key, id []byte) []byte {
 	return b
 }
 
+// onceReceiptKey is the side-table key of a once op's (key, id): the id
+// padded to MaxReqIDLen bytes, then its length, so that its id part is
+// longer than any decision's can be. A refund and a decision sent with one
+// id (a caller's WithRequestID context for both halves of "charge, then
+// refund") keep receipts of their own.
+func (j *shardJob) onceReceiptKey(key, id []byte) []byte {
+	b := j.receiptKey(key, id)
+	b = append(b, make([]byte, MaxReqIDLen-len(id))...)
+	b = append(b, byte(len(id)))
+	j.rkey = b
+	return b
+}
+
 // receiptOwner is the key a side-table record belongs to, for routing it to
 // its shard on restore.
 func receiptOwner(rk []byte) ([]byte, bool) {
@@ -135,7 +148,11 @@ func (j *shardJob) storeReceipt(t *shard.Table, c *Command, now int64) Reply {
 // found absent is still absent after it.
 func (j *shardJob) decideOnce(t *shard.Table, c *Command, now int64, spec *OpSpec) Reply {
 	side := t.Side(true)
-	rk := j.receiptKey(c.Key, c.ReqID)
+	keyOf := j.receiptKey
+	if spec.once {
+		keyOf = j.onceReceiptKey
+	}
+	rk := keyOf(c.Key, c.ReqID)
 	h := shard.Hash(rk)
 	e, found, live := side.Lookup(rk, h, now)
 	if found && live {
@@ -146,8 +163,8 @@ func (j *shardJob) decideOnce(t *shard.Table, c *Command, now int64, spec *OpSpe
 	}
 	r := spec.apply(j, t, c, now)
 	// Decisions keep their reply, a refund the remaining it gave; an error
-	// or a refund of nothing (nil: nothing changed, nothing journaled)
-	// leaves no receipt.
+	// or a refund of nothing (nil: nothing changed; replayed, it is nil
+	// again) leaves no receipt, so the id refunds once the key has state.
 	if r.Kind != ReplyDecision && r.Kind != ReplyReservation && r.Kind != ReplyInt {
 		return r
 	}
@@ -155,7 +172,7 @@ func (j *shardJob) decideOnce(t *shard.Table, c *Command, now int64, spec *OpSpe
 		side.Delete(e) // an expired receipt of the same id
 	}
 	j.rval = appendReceipt(j.rval[:0], &r)
-	rk = j.receiptKey(c.Key, c.ReqID) // the op may have used the buffer's memory
+	rk = keyOf(c.Key, c.ReqID) // the op may have used the buffer's memory
 	if e, err := side.InsertAbsent(rk, h, shard.KindReceipt, now+c.ReqTTL, len(j.rval)); err == nil {
 		copy(e.Payload, j.rval)
 	} else {

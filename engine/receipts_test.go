@@ -251,3 +251,31 @@ func TestRefundWithReqIDGivesBackOnce(t *testing.T) {
 		t.Fatalf("the id of a refund of nothing, once the key exists: %+v, want 6 left", r)
 	}
 }
+
+// TestRefundAndDecisionWithOneReqID: a decision and the refund that
+// follows it, sent with one request id (one logical request's two halves),
+// each take effect once: the refund is not answered with the decision's
+// receipt, nor a later decision with the refund's.
+func TestRefundAndDecisionWithOneReqID(t *testing.T) {
+	e := New(Config{Shards: 2})
+	defer e.Close()
+	now := int64(1e18)
+	with := func(c Command) Command { c.ReqID, c.ReqTTL = []byte("one-request"), 60e9; return c }
+	fw := func(cost int64) Command {
+		return Command{Op: OpFWCheck, Key: []byte("k"), N: [4]int64{10, 3600e9, cost}}
+	}
+	if r := exec1(e, now, with(fw(6))); r.Kind != ReplyDecision || r.Dec.Remaining != 4 {
+		t.Fatalf("the decision: %+v", r)
+	}
+	for range 2 {
+		if r := exec1(e, now, with(Command{Op: OpRefund, Key: []byte("k"), N: [4]int64{2}})); r.Kind != ReplyInt || r.Int != 6 {
+			t.Fatalf("the refund with the decision's id: %+v, want 6 left", r)
+		}
+	}
+	if r := exec1(e, now, with(fw(6))); r.Kind != ReplyDecision || r.Dec.Remaining != 4 {
+		t.Fatalf("the decision retried: %+v, want its first reply (4 left)", r)
+	}
+	if r := exec1(e, now, fw(0)); r.Dec.Remaining != 6 {
+		t.Fatalf("%d left, want 6: one charge of 6, one refund of 2", r.Dec.Remaining)
+	}
+}

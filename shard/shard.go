@@ -71,9 +71,14 @@ func (s *Shard) TryRun(t Task) bool {
 		s.running.Unlock()
 		return false
 	}
-	t.Run(s.table)
-	s.publish()
-	s.running.Unlock()
+	func() {
+		// Unlocked even when t panics: the caller's goroutine (a
+		// connection) may recover and go on, and a shard left locked would
+		// hang its owner and every command after it for good.
+		defer s.running.Unlock()
+		t.Run(s.table)
+		s.publish()
+	}()
 	if f, ok := t.(Finisher); ok {
 		f.Finished()
 	}

@@ -3,6 +3,7 @@ package shard
 import (
 	"sync"
 	"testing"
+	"time"
 )
 
 // countTask adds one to a counter that only tasks touch: with -race, any
@@ -83,3 +84,34 @@ func TestTryRunIsExclusive(t *testing.T) {
 type taskFunc func()
 
 func (f taskFunc) Run(*Table) { f() }
+
+// TestTryRunAfterAPanic: a task that panics on the caller's goroutine (a
+// connection recovers and goes on) leaves the shard unlocked: the owner and
+// later callers still run tasks.
+func TestTryRunAfterAPanic(t *testing.T) {
+	s := New(0) // closed at the end only: Close would wait for a stuck owner
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("the task's panic did not reach the caller")
+			}
+		}()
+		s.TryRun(taskFunc(func() { panic("a bug") }))
+	}()
+	done := make(chan struct{})
+	s.Submit(taskFunc(func() { close(done) }))
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the owner did not run a task after the panic: the shard stayed locked")
+	}
+	// The owner lets go of the table just after the task that closed done.
+	deadline := time.Now().Add(5 * time.Second)
+	for !s.TryRun(taskFunc(func() {})) {
+		if time.Now().After(deadline) {
+			t.Fatal("TryRun refused on an idle shard after the panic")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	s.Close()
+}
