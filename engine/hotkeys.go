@@ -83,14 +83,20 @@ const (
 )
 
 // samplingError is the part of an error bound that sampling adds to a
-// count of n (0 when the sketch counted every decision). The variance is
-// taken at n + hotSampleEvery so that small counts, whose sample may have
-// fallen short, keep a margin.
+// count of n (0 when the sketch counted every decision). The count's
+// spread, sqrt((k-1)f), is the true count f's, not n's: a key whose
+// sample fell short has f above n, and more spread than n suggests. So the
+// bound is the largest f that n is within hotSamplingSigmas of, the root
+// of f - n = z*sqrt((k-1)f): f = ((z*sqrt(k-1) + sqrt((k-1)z^2 + 4n)) / 2)^2.
+// It is wider than the lower side needs, and is used for both. A count of
+// 0 gets 375: a key with that many decisions leaves no sample once in 3e10.
 func (s *hotSketch) samplingError(n int64) int64 {
 	if !s.sampled {
 		return 0
 	}
-	return int64(math.Ceil(hotSamplingSigmas * math.Sqrt(float64((hotSampleEvery-1)*(n+hotSampleEvery)))))
+	z, v := float64(hotSamplingSigmas), float64(hotSampleEvery-1)
+	root := (z*math.Sqrt(v) + math.Sqrt(v*z*z+4*float64(n))) / 2
+	return int64(math.Ceil(root*root)) - n
 }
 
 // HotKeyBy says which decisions a hot-key ranking counts.
