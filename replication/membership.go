@@ -156,10 +156,7 @@ func (n *Node) ClusterView() engine.ClusterView {
 		Applied:     n.AppliedIndex(),
 	}
 	_, leaderID := n.raft.LeaderWithID()
-	if leaderID != "" {
-		id := string(leaderID)
-		n.lastLeader.Store(&id)
-	} else if last := n.lastLeader.Load(); last != nil {
+	if last := n.lastLeader.Load(); leaderID == "" && last != nil {
 		v.LastLeaderID = *last
 	}
 	v.Self = engine.NodeInfo{

@@ -76,8 +76,8 @@ type Node struct {
 	leaderChanged chan struct{} // closed and replaced on every change
 	noLeaderSince atomic.Int64  // unix ns; 0 while a leader is known
 	leaderChanges atomic.Uint64 // leaders observed (LeaderChanges)
-	// lastLeader is the id of the last leader observed, kept while none is
-	// known: CLUSTER SLOTS goes on naming it during an election, as Redis
+	// lastLeader is the id of the last leader observed (set by watch, in
+	// the order Raft reports leaders), kept while none is known: CLUSTER SLOTS goes on naming it during an election, as Redis
 	// Cluster names a failed master until a replica replaces it (a client
 	// that reloads its slot map then would otherwise find no slots at all).
 	lastLeader atomic.Pointer[string]
@@ -200,6 +200,10 @@ func Open(cfg Config, eng *engine.Engine) (*Node, error) {
 	n.raft.RegisterObserver(n.observer)
 	if _, id := n.raft.LeaderWithID(); id == "" {
 		n.noLeaderSince.Store(time.Now().UnixNano())
+	} else {
+		// A leader known before the observer could report one.
+		leader := string(id)
+		n.lastLeader.Store(&leader)
 	}
 	n.batchWG.Add(2)
 	go n.batcher()
@@ -625,7 +629,10 @@ func (n *Node) leaderClientAddr() (string, error) {
 	if n.closed.Load() {
 		return "", engine.ErrClosed
 	}
-	if since := n.noLeaderSince.Load(); since != 0 && time.Since(time.Unix(0, since)) > 3*n.cfg.ElectionTimeout {
+	// CLUSTERDOWN once no leader has been known for longer than a few
+	// elections with split votes take (a round is 1-2 election timeouts,
+	// and a voter must first notice the old leader is gone).
+	if since := n.noLeaderSince.Load(); since != 0 && time.Since(time.Unix(0, since)) > 3*(n.cfg.ElectionTimeout+n.cfg.HeartbeatTimeout) {
 		return "", engine.ErrClusterDown
 	}
 	return "", engine.ErrTryAgain

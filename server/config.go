@@ -137,6 +137,8 @@ var errNoConfigFile = errors.New("The server is running without a config file")
 // configRewrite hands the run-time settings' current values to the
 // program's Rewrite, which owns the file.
 func (s *Server) configRewrite() error {
+	s.configMu.Lock()
+	defer s.configMu.Unlock()
 	if s.cfg.Rewrite == nil {
 		return errNoConfigFile
 	}
@@ -175,6 +177,8 @@ var errReadOnlyConfig = errors.New("can't set immutable config")
 // tls-* settings of one CONFIG SET change together, last: a new
 // certificate and its key are one change.
 func (s *Server) configSetAll(pairs [][]byte) error {
+	s.configMu.Lock()
+	defer s.configMu.Unlock()
 	type change struct {
 		arg, value, old string
 		set             func(string) error

@@ -222,6 +222,10 @@ type Server struct {
 	clock   *clock.Clock
 	log     *slog.Logger
 	started time.Time
+	// configMu makes each CONFIG SET and CONFIG REWRITE one step, as in
+	// single-threaded Redis: a refused CONFIG SET puts back the values it
+	// read, and must not put back over another's acknowledged change.
+	configMu sync.Mutex
 
 	requirePass atomic.Pointer[string]
 	maxClients  atomic.Int64

@@ -214,3 +214,18 @@ func TestClusterSlotsDuringElection(t *testing.T) {
 	}
 	t.Logf("%d replies during the election named the dead leader", electing)
 }
+
+// TestHeartbeatTimeoutAlone: a heartbeat timeout set above the default
+// election timeout, and nothing else, starts a member (the election
+// timeout and the lease follow it) rather than failing Raft's check that
+// the election timeout is no shorter.
+func TestHeartbeatTimeoutAlone(t *testing.T) {
+	addr, _ := startBinary(t, "--dir", t.TempDir(), "--cluster-enabled", "yes", "--cluster-bootstrap", "yes",
+		"--cluster-heartbeat-timeout", "700ms")
+	c := client(addr)
+	defer c.Close()
+	sluicetest.WaitFor(t, 20*time.Second, "the node to lead", func() bool {
+		info, _ := c.Do(context.Background(), "CLUSTER", "INFO").Text()
+		return strings.Contains(info, "cluster_state:ok")
+	})
+}

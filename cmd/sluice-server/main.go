@@ -255,6 +255,20 @@ func run(args []string, stderr io.Writer) int {
 		}
 		return 2
 	}
+	// A heartbeat timeout set alone carries the election timeout and the
+	// lease with it: Raft wants an election timeout no shorter than the
+	// heartbeat's, and the lease is kept at half of it (replication's
+	// defaults, replication/DESIGN.md).
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if given["cluster-heartbeat-timeout"] {
+		if !given["cluster-election-timeout"] {
+			o.clusterElection = max(o.clusterElection, o.clusterHeartbeat)
+		}
+		if !given["cluster-lease-timeout"] {
+			o.clusterLease = o.clusterHeartbeat / 2
+		}
+	}
 	if o.checkLog != "" {
 		return checkLog(o.checkLog, o.fix, stderr)
 	}
