@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -189,7 +190,10 @@ func cmdCluster(s *Server, c *client, args [][]byte) {
 		return
 	}
 	v := cl.ClusterView()
-	nodes := ordered(v)
+	// A member whose client address this node has not learned yet (the
+	// log entry that names it not applied yet, just after it joined)
+	// cannot be dialled: listed, it would send clients to ":0".
+	nodes := slices.DeleteFunc(ordered(v), func(n engine.NodeInfo) bool { return n.ClientAddr == "" && !n.Leader })
 	leaderKnown := len(nodes) > 0 && nodes[0].Leader
 	// During an election the last leader stays the slots' master, flagged
 	// as failing, as Redis Cluster keeps a failed master until a replica
