@@ -161,9 +161,10 @@ func TestLimiterFailsOverAfterKill9(t *testing.T) {
 
 // TestClusterSlotsDuringElection: while the survivors of a killed leader
 // elect a new one, CLUSTER SLOTS goes on naming the dead leader as the
-// slots' master (CLUSTER NODES flags it fail?), as Redis Cluster names a
-// failed master, instead of answering an empty array that makes a client
-// reloading its map then (node-redis) drop every route for good.
+// slots' master, as Redis Cluster names a failed master, instead of
+// answering an empty array that makes a client reloading its map then
+// (node-redis) drop every route for good. (How CLUSTER NODES, SHARDS and
+// INFO flag it is checked on a set view: server's TestClusterReplies.)
 func TestClusterSlotsDuringElection(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three servers")
@@ -198,12 +199,13 @@ func TestClusterSlotsDuringElection(t *testing.T) {
 			case strings.Contains(info, "cluster_state:ok") && !namesDead(slots):
 				elected = true
 			case strings.Contains(info, "cluster_state:fail"):
-				electing++
-				if !namesDead(slots) {
+				// The new leader may be elected between the two replies:
+				// then SLOTS names it; never no master at all.
+				if !master.MatchString(slots) {
 					t.Fatalf("CLUSTER SLOTS during the election: %q, want the last leader %s as master", slots, dead)
 				}
-				if nodes := c.Do(t, "CLUSTER", "NODES"); !strings.Contains(nodes, "master,fail?") {
-					t.Fatalf("CLUSTER NODES during the election: %q (INFO %q, SLOTS %q; dead %s)", nodes, info, slots, dead)
+				if namesDead(slots) {
+					electing++
 				}
 			}
 		}
