@@ -71,8 +71,9 @@ func (j *shardJob) receiptKey(key, id []byte) []byte {
 // id (a caller's WithRequestID context for both halves of "charge, then
 // refund") keep receipts of their own.
 func (j *shardJob) onceReceiptKey(key, id []byte) []byte {
+	var pad [MaxReqIDLen]byte
 	b := j.receiptKey(key, id)
-	b = append(b, make([]byte, MaxReqIDLen-len(id))...)
+	b = append(b, pad[:MaxReqIDLen-len(id)]...)
 	b = append(b, byte(len(id)))
 	j.rkey = b
 	return b

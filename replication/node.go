@@ -77,9 +77,10 @@ type Node struct {
 	noLeaderSince atomic.Int64  // unix ns; 0 while a leader is known
 	leaderChanges atomic.Uint64 // leaders observed (LeaderChanges)
 	// lastLeader is the id of the last leader observed (set by watch, in
-	// the order Raft reports leaders), kept while none is known: CLUSTER SLOTS goes on naming it during an election, as Redis
-	// Cluster names a failed master until a replica replaces it (a client
-	// that reloads its slot map then would otherwise find no slots at all).
+	// the order Raft reports leaders), kept while none is known: CLUSTER
+	// SLOTS goes on naming it during an election, as Redis Cluster names a
+	// failed master until a replica replaces it (a client that reloads its
+	// slot map then would otherwise find no slots at all).
 	lastLeader atomic.Pointer[string]
 	opened     time.Time // LastLeaderContact's base before any contact
 

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -149,33 +148,31 @@ func (s *Server) replicationLines() []string {
 		append([]string{"slave_repl_offset:" + strconv.FormatUint(v.Applied, 10)}, lines...)...)
 }
 
-// masterFirst moves the node with id to the front of nodes, reporting
-// whether it is there.
-func masterFirst(nodes []engine.NodeInfo, id string) bool {
-	if id == "" {
-		return false
-	}
-	for i, n := range nodes {
-		if n.ID == id {
-			copy(nodes[1:i+1], nodes[:i])
-			nodes[0] = n
-			return true
-		}
-	}
-	return false
-}
-
-// ordered lists the leader first, then the others.
-func ordered(v engine.ClusterView) []engine.NodeInfo {
-	var out []engine.NodeInfo
+// ordered lists the members CLUSTER replies name: the slots' master first,
+// then the others. The master is the leader or, during an election, the
+// last leader (failed): Redis Cluster keeps a failing master until a
+// replica replaces it, and a client that reloads its slot map meanwhile
+// keeps its routes (node-redis, finding no slots, drops every node for
+// good). A member whose client address this node has not learned yet (the
+// log entry naming it not applied yet, just after it joined) is left out:
+// listed, it would send clients to ":0".
+func ordered(v engine.ClusterView) (nodes []engine.NodeInfo, hasMaster, failed bool) {
+	master := v.LastLeaderID
 	for _, n := range v.Nodes {
 		if n.Leader {
-			out = append([]engine.NodeInfo{n}, out...)
-		} else {
-			out = append(out, n)
+			master = n.ID
 		}
 	}
-	return out
+	for _, n := range v.Nodes {
+		switch {
+		case n.ID == master:
+			nodes = append([]engine.NodeInfo{n}, nodes...)
+			hasMaster, failed = true, !n.Leader
+		case n.ClientAddr != "":
+			nodes = append(nodes, n)
+		}
+	}
+	return nodes, hasMaster, failed
 }
 
 func cmdCluster(s *Server, c *client, args [][]byte) {
@@ -190,17 +187,8 @@ func cmdCluster(s *Server, c *client, args [][]byte) {
 		return
 	}
 	v := cl.ClusterView()
-	// A member whose client address this node has not learned yet (the
-	// log entry that names it not applied yet, just after it joined)
-	// cannot be dialled: listed, it would send clients to ":0".
-	nodes := slices.DeleteFunc(ordered(v), func(n engine.NodeInfo) bool { return n.ClientAddr == "" && !n.Leader })
-	leaderKnown := len(nodes) > 0 && nodes[0].Leader
-	// During an election the last leader stays the slots' master, flagged
-	// as failing, as Redis Cluster keeps a failed master until a replica
-	// replaces it: a client that reloads its slot map meanwhile keeps its
-	// routes (node-redis, finding no slots, drops every node for good).
-	failedMaster := !leaderKnown && masterFirst(nodes, v.LastLeaderID)
-	hasMaster := leaderKnown || failedMaster
+	nodes, hasMaster, failedMaster := ordered(v)
+	leaderKnown := hasMaster && !failedMaster
 	switch {
 	case sub == "myid" && len(args) == 2:
 		c.writeBulkString(v.Self.ID)

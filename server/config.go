@@ -168,8 +168,6 @@ func (s *Server) configRewrite() error {
 // errReadOnlyConfig is Redis's word for a setting only a restart changes.
 var errReadOnlyConfig = errors.New("can't set immutable config")
 
-// configSetTLS changes tls-* settings together and reloads the files: new
-// handshakes take them, open connections keep theirs.
 // configSetAll is CONFIG SET name value [name value ...], all or nothing
 // as in Redis 7: every name is checked first (unknown, read-only,
 // repeated: nothing is set), then the values are set in order, and when
@@ -229,6 +227,8 @@ func (s *Server) configSetAll(pairs [][]byte) error {
 	return nil
 }
 
+// configSetTLS changes tls-* settings together and reloads the files: new
+// handshakes take them, open connections keep theirs.
 func (s *Server) configSetTLS(changes map[string]string) error {
 	if s.cfg.TLS == nil {
 		return errors.New("TLS is not enabled (tls-port is 0)")

@@ -10,9 +10,9 @@ import (
 // Parsers of the rate-limit commands: the decisions, LIMIT.ALL and
 // LIMIT.REFUND.
 
-// trailingReqID takes an optional REQID id from the end of a decision's
-// (or a refund's) args (after every other argument, MS included: a redis-cell client never
-// sends it). The receipt's lifetime is the default until the connection
+// trailingReqID takes an optional REQID id from the end of a decision's or
+// a refund's args (after every other argument, MS included: a redis-cell
+// client never sends it). The receipt's lifetime is the default until the connection
 // stamps the server's reqid-window (client.parse).
 func trailingReqID(c *engine.Command, args [][]byte) ([][]byte, error) {
 	n := len(args)
