@@ -29,7 +29,25 @@ var (
 	ErrTryAgain = errors.New("no leader is elected yet; retry shortly")
 	// ErrClusterDown: no leader for longer than an election should take.
 	ErrClusterDown = errors.New("the cluster has no quorum")
+	// ErrCrossSlot: a command's keys belong to different Raft groups, so
+	// no one leader can decide it; hash tags ({user:42}) keep keys
+	// together.
+	ErrCrossSlot = errors.New("keys in request don't hash to the same slot")
+	// ErrNonLocalKey: a script called a command on a key of another
+	// group than the one its declared keys put it on.
+	ErrNonLocalKey = errors.New("Script attempted to access a non local key in a cluster node script")
 )
+
+// SlotRange is a contiguous range of hash slots, both ends included.
+type SlotRange struct{ First, Last int }
+
+// AllSlots is the range of a cluster with one group.
+var AllSlots = SlotRange{0, Slots - 1}
+
+// Holds reports whether slot lies in r; the zero range holds every slot.
+func (r SlotRange) Holds(slot int) bool {
+	return r == SlotRange{} || (slot >= r.First && slot <= r.Last)
+}
 
 // NodeInfo describes one member of a replication group.
 type NodeInfo struct {
@@ -51,9 +69,11 @@ type ClusterView struct {
 	LastLeaderID string
 	Nodes        []NodeInfo
 	State        string // "Leader", "Follower", "Candidate", "Shutdown"
-	Term         uint64
-	CommitIndex  uint64
-	Applied      uint64
+	// Slots are the group's slots.
+	Slots       SlotRange
+	Term        uint64
+	CommitIndex uint64
+	Applied     uint64
 }
 
 // Clustered is implemented by a backend that runs in cluster mode.

@@ -39,6 +39,11 @@ type Config struct {
 	// HotKeysOff starts with hot-key tracking off (hotkeys.go);
 	// SetHotKeysTracking changes it.
 	HotKeysOff bool
+	// Slots, when set, are the hash slots this engine holds (one Raft
+	// group's share of a cluster): a script that reaches for a key outside
+	// them fails with ErrNonLocalKey rather than read or write a copy
+	// that belongs to another group. Default: every slot.
+	Slots SlotRange
 }
 
 // Engine routes commands to shards and runs the algorithms.
@@ -261,6 +266,13 @@ func (e *Engine) Execute(b *Batch, now int64) {
 		b.jobs = make([]shardJob, len(e.shards))
 		for i := range b.jobs {
 			b.jobs[i] = shardJob{e: e, b: b, shard: i}
+		}
+	} else if b.jobs[0].e != e {
+		// A connection's batch goes to whichever engine owns its keys'
+		// group (replication.Groups): rebind the jobs, keeping their
+		// buffers.
+		for i := range b.jobs {
+			b.jobs[i].e = e
 		}
 	}
 	b.now = now

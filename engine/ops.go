@@ -208,6 +208,21 @@ func (s *OpSpec) takesReqID() bool {
 	return s.once || s.Decision && (s.costAt > 0 || s.Keys == KeysLimits)
 }
 
+// KeyspaceWide reports whether the command reads or changes the whole key
+// space rather than named keys (KEYS, SCAN, FLUSHALL).
+func (c *Command) KeyspaceWide() bool { return c.Op.spec().Keys == KeysAll }
+
+// EachKey calls f with every key the command names: its own, its
+// multi-key parts', and for EXEC its queued commands'.
+func (c *Command) EachKey(f func(key []byte)) {
+	if len(c.Key) > 0 {
+		f(c.Key)
+	}
+	for i := range c.Sub {
+		c.Sub[i].EachKey(f)
+	}
+}
+
 // heldShards reports whether the command runs on held shards: several keys
 // that may live on several shards.
 func (c *Command) heldShards() bool {

@@ -172,6 +172,13 @@ func (r *ScriptRun) Exec(c *Command) Reply {
 	if spec.Internal || spec.coordinated || spec.Name == "" {
 		return errReply(errUnknownOp)
 	}
+	if slots := x.e.cfg.Slots; slots != (SlotRange{}) {
+		local := true
+		c.EachKey(func(k []byte) { local = local && slots.Holds(KeySlot(k)) })
+		if !local {
+			return errReply(ErrNonLocalKey)
+		}
+	}
 	r.need = x.e.appendShards(r.need[:0], c)
 	if !r.holds(r.need) && !r.extend(r.need) {
 		r.stop()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/clock"
 )
 
@@ -109,6 +110,13 @@ type Config struct {
 	// RaftAddr or AdvertiseRaftAddr that is not a loopback address.
 	Secret []byte
 
+	// slots are the group's hash slots (Groups sets them; a lone node
+	// owns all). stream, when set, is the group's share of a listener
+	// several groups use (Groups); the node's transport takes it instead
+	// of listening itself.
+	slots  engine.SlotRange
+	stream raft.StreamLayer
+
 	// addressProvider, when set, overrides the address dialled for a
 	// member: tests route each link through a proxy they can cut.
 	addressProvider raft.ServerAddressProvider
@@ -195,6 +203,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.SweepInterval == 0 {
 		c.SweepInterval = defaultSweepInterval
+	}
+	if c.slots == (engine.SlotRange{}) {
+		c.slots = engine.AllSlots
 	}
 	if c.Clock == nil {
 		c.Clock = clock.New(nil)

@@ -20,6 +20,13 @@ const membershipTimeout = 10 * time.Second
 // updates them. Only the leader can do it; elsewhere it returns an
 // *engine.MovedError naming the leader (or ErrTryAgain/ErrClusterDown).
 func (n *Node) Join(id, raftAddr, clientAddr string) error {
+	return n.join(id, raftAddr, clientAddr, true)
+}
+
+// join is Join, adding a new member as a voter or as a non-voter (which
+// copies the log but does not count toward a quorum). A member already
+// present at raftAddr keeps its suffrage.
+func (n *Node) join(id, raftAddr, clientAddr string, voter bool) error {
 	if id == "" || raftAddr == "" || clientAddr == "" {
 		return errors.New("replication: join needs a node id, a raft address and a client address")
 	}
@@ -32,17 +39,20 @@ func (n *Node) Join(id, raftAddr, clientAddr string) error {
 	}
 	present := false
 	for _, s := range cf.Configuration().Servers {
-		if string(s.ID) == id && string(s.Address) == raftAddr && s.Suffrage == raft.Voter {
+		if string(s.ID) == id && string(s.Address) == raftAddr && (s.Suffrage == raft.Voter || !voter) {
 			present = true
 		}
 	}
 	if !present {
 		// For an id already present, AddVoter updates its address.
-		f := n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, membershipTimeout)
-		if err := f.Error(); err != nil {
+		add, kind := n.raft.AddVoter, "voter"
+		if !voter {
+			add, kind = n.raft.AddNonvoter, "non-voter"
+		}
+		if err := add(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, membershipTimeout).Error(); err != nil {
 			return n.raftError("join", err)
 		}
-		n.log.Info("replication: added voter", "id", id, "raft_addr", raftAddr)
+		n.log.Info("replication: added "+kind, "id", id, "raft_addr", raftAddr)
 	}
 	want := member{RaftAddr: raftAddr, ClientAddr: clientAddr}
 	if m, ok := n.members.get(id); ok && m == want {
@@ -125,7 +135,7 @@ func (n *Node) leaderOrRedirect() error {
 	case err != nil:
 		return err
 	}
-	return &engine.MovedError{Slot: 0, Addr: addr}
+	return &engine.MovedError{Slot: n.cfg.slots.First, Addr: addr}
 }
 
 // raftError maps a failed membership operation. These are idempotent, so
@@ -154,6 +164,7 @@ func (n *Node) ClusterView() engine.ClusterView {
 		Term:        n.raft.CurrentTerm(),
 		CommitIndex: n.raft.CommitIndex(),
 		Applied:     n.AppliedIndex(),
+		Slots:       n.cfg.slots,
 	}
 	_, leaderID := n.raft.LeaderWithID()
 	if last := n.lastLeader.Load(); leaderID == "" && last != nil {

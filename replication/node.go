@@ -83,6 +83,8 @@ type Node struct {
 	// slot map then would otherwise find no slots at all).
 	lastLeader atomic.Pointer[string]
 	opened     time.Time // LastLeaderContact's base before any contact
+	// transferring is set while this leader hands leadership over.
+	transferring atomic.Bool
 
 	stats struct {
 		entries, commands, unknown, redirects atomic.Uint64
@@ -397,6 +399,7 @@ func (n *Node) Execute(b *engine.Batch, now int64) {
 				fillError(b, err)
 				return
 			}
+			n.awaitTransfer()
 			continue
 		}
 		if !write && b.ReadOnly {
@@ -572,6 +575,11 @@ func (n *Node) completer() {
 		n.pendingMu.Unlock()
 		if !e.p.state.CompareAndSwap(proposalPending, proposalFailed) {
 			continue // the FSM applied it and answered
+		}
+		if errors.Is(err, raft.ErrLeadershipTransferInProgress) {
+			// Refused before it entered the log: route it again.
+			n.finish(e.p, errNotProposed)
+			continue
 		}
 		if err == nil {
 			// Cannot happen: a successful Apply ran the FSM, which
@@ -790,5 +798,25 @@ func (n *Node) ReplicationStats() ReplicationStats {
 		Commands:       n.stats.commands.Load(),
 		OutcomeUnknown: n.stats.unknown.Load(),
 		Redirects:      n.stats.redirects.Load(),
+	}
+}
+
+// transferTo hands leadership to the voter id. While the transfer runs,
+// Raft refuses new entries, so writes wait for it (see awaitTransfer)
+// rather than fail.
+func (n *Node) transferTo(id raft.ServerID, addr raft.ServerAddress) {
+	n.transferring.Store(true)
+	defer n.transferring.Store(false)
+	if err := n.raft.LeadershipTransferToServer(id, addr).Error(); err != nil {
+		n.log.Info("replication: leadership transfer failed", "to", id, "err", err)
+	}
+}
+
+// awaitTransfer waits, up to an election timeout, for a leadership
+// transfer under way to end.
+func (n *Node) awaitTransfer() {
+	deadline := time.Now().Add(n.cfg.ElectionTimeout)
+	for n.transferring.Load() && time.Now().Before(deadline) && !n.closed.Load() {
+		time.Sleep(2 * time.Millisecond)
 	}
 }

@@ -89,6 +89,8 @@ type peerAuth struct {
 
 func (a *peerAuth) mode() string {
 	switch {
+	case a == nil:
+		return "none"
 	case a.serverTLS != nil && a.secret != nil:
 		return "tls+secret"
 	case a.serverTLS != nil:
@@ -230,6 +232,9 @@ func (p *PeerTLS) load() (server, client *tls.Config, err error) {
 // accept authenticates a connection this node accepted. The caller sets
 // the deadline.
 func (a *peerAuth) accept(c net.Conn) (net.Conn, error) {
+	if a == nil {
+		return c, nil // no credentials: loopback only (checkProtectedMode)
+	}
 	if a.serverTLS != nil {
 		tc := tls.Server(c, a.serverTLS)
 		if err := tc.Handshake(); err != nil {
@@ -252,6 +257,9 @@ func (a *peerAuth) accept(c net.Conn) (net.Conn, error) {
 // checked the client's certificate, so a server's refusal of this node
 // surfaces at the first read rather than here; Raft's RPC then fails.
 func (a *peerAuth) dial(c net.Conn, host string) (net.Conn, error) {
+	if a == nil {
+		return c, nil
+	}
 	if a.clientTLS != nil {
 		cfg := a.clientTLS.Clone()
 		cfg.ServerName = host // an IP literal is checked against IP SANs
@@ -384,8 +392,12 @@ type authLayer struct {
 	maxPerHost int
 	log        *slog.Logger
 
-	ready     chan net.Conn // authenticated, for Accept
-	done      chan struct{} // closed by Close
+	ready chan net.Conn // authenticated, for Accept
+	done  chan struct{} // closed by Close
+	// groups, when set, are the Raft groups sharing this listener (see
+	// groupLayer): each connection names its group after authenticating,
+	// and goes to that group's Accept rather than this layer's.
+	groups    []*groupLayer
 	closeOnce sync.Once
 	closeErr  error
 	wg        sync.WaitGroup // the accept loop and the handshakes
@@ -504,6 +516,10 @@ func (l *authLayer) handshake(raw net.Conn, host string) {
 	if err == nil {
 		c, err = l.auth.accept(raw)
 	}
+	var group *groupLayer
+	if err == nil && l.groups != nil {
+		group, err = l.readGroup(c)
+	}
 	if err == nil {
 		// Raft keeps an accepted connection open while the peer uses it
 		// and sets no deadlines of its own on it.
@@ -519,8 +535,14 @@ func (l *authLayer) handshake(raw net.Conn, host string) {
 		return
 	}
 	l.accepted.Add(1)
+	ready, done := l.ready, l.done
+	if group != nil {
+		ready, done = group.ready, group.done
+	}
 	select {
-	case l.ready <- c:
+	case ready <- c:
+	case <-done:
+		c.Close()
 	case <-l.done:
 		c.Close()
 	}
@@ -590,6 +612,12 @@ func (l *authLayer) Addr() net.Addr {
 // the smaller of raft's timeout and the handshake timeout; the deadline is
 // cleared afterwards (raft sets its own per RPC).
 func (l *authLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return l.dial(address, timeout, nil)
+}
+
+// dial opens an authenticated connection to address and, with then set,
+// runs it on the connection within the handshake's deadline.
+func (l *authLayer) dial(address raft.ServerAddress, timeout time.Duration, then func(net.Conn) error) (net.Conn, error) {
 	if l.isClosed() {
 		return nil, errLayerClosed
 	}
@@ -606,7 +634,7 @@ func (l *authLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net
 	if err != nil {
 		return nil, err
 	}
-	c, err := l.dialHandshake(raw, host, deadline)
+	c, err := l.dialHandshake(raw, host, deadline, then)
 	if err != nil {
 		raw.Close()
 		return nil, fmt.Errorf("replication: authenticating to %s: %w", address, err)
@@ -614,13 +642,18 @@ func (l *authLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net
 	return c, nil
 }
 
-func (l *authLayer) dialHandshake(raw net.Conn, host string, deadline time.Time) (net.Conn, error) {
+func (l *authLayer) dialHandshake(raw net.Conn, host string, deadline time.Time, then func(net.Conn) error) (net.Conn, error) {
 	if err := raw.SetDeadline(deadline); err != nil {
 		return nil, err
 	}
 	c, err := l.auth.dial(raw, host)
 	if err != nil {
 		return nil, err
+	}
+	if then != nil {
+		if err := then(c); err != nil {
+			return nil, err
+		}
 	}
 	if err := c.SetDeadline(time.Time{}); err != nil {
 		return nil, err
@@ -645,6 +678,11 @@ func (n *Node) newTransport(hlog hclog.Logger) (*raft.NetworkTransport, error) {
 		Timeout:               10 * time.Second,
 		Logger:                hlog,
 		ServerAddressProvider: cfg.addressProvider,
+	}
+	if cfg.stream != nil {
+		// One of several groups sharing a listener (Groups).
+		tc.Stream = cfg.stream
+		return raft.NewNetworkTransportWithConfig(tc), nil
 	}
 	if n.auth == nil {
 		trans, err := raft.NewTCPTransportWithConfig(cfg.RaftAddr, adv, tc)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -175,6 +176,35 @@ func ordered(v engine.ClusterView) (nodes []engine.NodeInfo, hasMaster, failed b
 	return nodes, hasMaster, failed
 }
 
+// ClusterGroups is a Cluster whose slots are split over several Raft
+// groups (replication.Groups): CLUSTER SLOTS, SHARDS, NODES and INFO
+// describe each group's range with its own master.
+type ClusterGroups interface {
+	ClusterViews() []engine.ClusterView
+}
+
+// clusterViews is one view per group, in slot order.
+func clusterViews(cl Cluster) []engine.ClusterView {
+	if g, ok := cl.(ClusterGroups); ok {
+		return g.ClusterViews()
+	}
+	v := cl.ClusterView()
+	if v.Slots == (engine.SlotRange{}) {
+		v.Slots = engine.AllSlots
+	}
+	return []engine.ClusterView{v}
+}
+
+// groupMembers is a group's view with its members as CLUSTER replies
+// list them (see ordered).
+type groupMembers struct {
+	v                 engine.ClusterView
+	nodes             []engine.NodeInfo
+	hasMaster, failed bool
+}
+
+func (g groupMembers) slots() int { return g.v.Slots.Last - g.v.Slots.First + 1 }
+
 func cmdCluster(s *Server, c *client, args [][]byte) {
 	sub := strings.ToLower(string(args[1]))
 	if sub == "keyslot" && len(args) == 3 {
@@ -186,107 +216,109 @@ func cmdCluster(s *Server, c *client, args [][]byte) {
 		c.writeError(errClusterDisabled)
 		return
 	}
-	v := cl.ClusterView()
-	nodes, hasMaster, failedMaster := ordered(v)
-	leaderKnown := hasMaster && !failedMaster
+	var groups []groupMembers
+	var term uint64
+	for _, v := range clusterViews(cl) {
+		nodes, hasMaster, failed := ordered(v)
+		groups = append(groups, groupMembers{v: v, nodes: nodes, hasMaster: hasMaster, failed: failed})
+		term = max(term, v.Term)
+	}
+	self := cl.ClusterView().Self
 	switch {
 	case sub == "myid" && len(args) == 2:
-		c.writeBulkString(v.Self.ID)
+		c.writeBulkString(self.ID)
 	case sub == "slots" && len(args) == 2:
-		if !hasMaster {
-			c.writeArray(0)
-			return
+		n := 0
+		for _, g := range groups {
+			if g.hasMaster {
+				n++
+			}
 		}
-		c.writeArray(1)
-		c.writeArray(2 + len(nodes))
-		c.writeInt(0)
-		c.writeInt(engine.Slots - 1)
-		for _, n := range nodes {
-			host, port := splitHostPort(n.ClientAddr)
-			c.writeArray(3)
-			c.writeBulkString(host)
-			c.writeInt(port)
-			c.writeBulkString(n.ID)
+		c.writeArray(n)
+		for _, g := range groups {
+			if !g.hasMaster {
+				continue
+			}
+			c.writeArray(2 + len(g.nodes))
+			c.writeInt(int64(g.v.Slots.First))
+			c.writeInt(int64(g.v.Slots.Last))
+			for _, n := range g.nodes {
+				host, port := splitHostPort(n.ClientAddr)
+				c.writeArray(3)
+				c.writeBulkString(host)
+				c.writeInt(port)
+				c.writeBulkString(n.ID)
+			}
 		}
 	case sub == "shards" && len(args) == 2:
-		c.writeArray(1)
-		c.writeMap(2)
-		c.writeBulkString("slots")
-		if hasMaster {
-			c.writeArray(2)
-			c.writeInt(0)
-			c.writeInt(engine.Slots - 1)
-		} else {
-			c.writeArray(0)
+		c.writeArray(len(groups))
+		for _, g := range groups {
+			writeShard(c, g)
 		}
-		c.writeBulkString("nodes")
-		c.writeArray(len(nodes))
-		for i, n := range nodes {
-			host, port := splitHostPort(n.ClientAddr)
-			role, health := "replica", "online"
-			if i == 0 && hasMaster {
-				role = "master"
+	case sub == "groups" && len(args) == 2:
+		// Sluice's own: the Raft groups behind the slot map.
+		c.writeArray(len(groups))
+		for g, m := range groups {
+			var voters, others []string
+			for _, n := range m.v.Nodes {
+				if n.Voter {
+					voters = append(voters, n.ID)
+				} else {
+					others = append(others, n.ID)
+				}
 			}
-			if i == 0 && failedMaster {
-				health = "failed"
-			}
-			c.writeMap(7)
-			c.writeBulkString("id")
-			c.writeBulkString(n.ID)
-			c.writeBulkString("port")
-			c.writeInt(port)
-			c.writeBulkString("ip")
-			c.writeBulkString(host)
-			c.writeBulkString("endpoint")
-			c.writeBulkString(host)
-			c.writeBulkString("role")
-			c.writeBulkString(role)
-			c.writeBulkString("replication-offset")
-			c.writeInt(int64(n.Applied))
-			c.writeBulkString("health")
-			c.writeBulkString(health)
+			c.writeMap(6)
+			c.writeBulkString("group")
+			c.writeInt(int64(g))
+			c.writeBulkString("slots")
+			c.writeArray(2)
+			c.writeInt(int64(m.v.Slots.First))
+			c.writeInt(int64(m.v.Slots.Last))
+			c.writeBulkString("leader")
+			c.writeBulkString(m.v.Leader.ID)
+			c.writeBulkString("term")
+			c.writeInt(int64(m.v.Term))
+			c.writeBulkString("voters")
+			writeStrings(c, voters)
+			c.writeBulkString("nonvoters")
+			writeStrings(c, others)
 		}
 	case sub == "nodes" && len(args) == 2:
-		var b strings.Builder
-		leaderID := ""
-		if hasMaster {
-			leaderID = nodes[0].ID
-		}
-		for i, n := range nodes {
-			host, port := splitHostPort(n.ClientAddr)
-			flags, master, slots := "slave", leaderID, ""
-			if i == 0 && hasMaster {
-				flags, master, slots = "master", "-", " 0-16383"
-			}
-			if i == 0 && failedMaster {
-				flags += ",fail?"
-			}
-			if n.ID == v.Self.ID {
-				flags = "myself," + flags
-			}
-			if master == "" {
-				master = "-"
-			}
-			fmt.Fprintf(&b, "%s %s:%d@%d %s %s 0 0 %d connected%s\n", n.ID, host, port, port+10000, flags, master, v.Term, slots)
-		}
-		c.writeVerbatim(b.String())
+		c.writeVerbatim(clusterNodes(groups, self.ID, term))
 	case sub == "info" && len(args) == 2:
+		ok, pfail := 0, 0
+		masters, known := map[string]bool{}, map[string]bool{}
+		for _, g := range groups {
+			if g.hasMaster && !g.failed {
+				ok += g.slots()
+			}
+			if g.failed {
+				pfail += g.slots()
+			}
+			if g.hasMaster {
+				masters[g.nodes[0].ID] = true
+			}
+			for _, n := range g.nodes {
+				known[n.ID] = true
+			}
+		}
 		state := "ok"
-		if !leaderKnown {
+		if ok != engine.Slots {
 			state = "fail"
 		}
 		c.writeVerbatim(strings.Join([]string{
 			"cluster_enabled:1",
 			"cluster_state:" + state,
 			"cluster_slots_assigned:16384",
-			"cluster_slots_ok:" + map[bool]string{true: "16384", false: "0"}[leaderKnown],
-			"cluster_slots_pfail:" + map[bool]string{true: "16384", false: "0"}[failedMaster],
+			"cluster_slots_ok:" + strconv.Itoa(ok),
+			"cluster_slots_pfail:" + strconv.Itoa(pfail),
 			"cluster_slots_fail:0",
-			"cluster_known_nodes:" + strconv.Itoa(len(nodes)),
-			"cluster_size:1",
-			"cluster_current_epoch:" + strconv.FormatUint(v.Term, 10),
-			"cluster_my_epoch:" + strconv.FormatUint(v.Term, 10),
-			"raft_state:" + v.State,
+			"cluster_known_nodes:" + strconv.Itoa(len(known)),
+			"cluster_size:" + strconv.Itoa(len(masters)),
+			"cluster_current_epoch:" + strconv.FormatUint(term, 10),
+			"cluster_my_epoch:" + strconv.FormatUint(term, 10),
+			"cluster_raft_groups:" + strconv.Itoa(len(groups)),
+			"raft_state:" + groups[0].v.State,
 		}, "\r\n") + "\r\n")
 	case sub == "join" && len(args) == 5:
 		if err := cl.Join(string(args[2]), string(args[3]), string(args[4])); err != nil {
@@ -302,5 +334,118 @@ func cmdCluster(s *Server, c *client, args [][]byte) {
 		c.writeOK()
 	default:
 		c.writeError(fmt.Errorf("unknown subcommand or wrong number of arguments for '%s'. Try CLUSTER HELP.", args[1]))
+	}
+}
+
+// writeShard is one group's CLUSTER SHARDS entry.
+func writeShard(c *client, g groupMembers) {
+	c.writeMap(2)
+	c.writeBulkString("slots")
+	if g.hasMaster {
+		c.writeArray(2)
+		c.writeInt(int64(g.v.Slots.First))
+		c.writeInt(int64(g.v.Slots.Last))
+	} else {
+		c.writeArray(0)
+	}
+	c.writeBulkString("nodes")
+	c.writeArray(len(g.nodes))
+	for i, n := range g.nodes {
+		host, port := splitHostPort(n.ClientAddr)
+		role, health := "replica", "online"
+		if i == 0 && g.hasMaster {
+			role = "master"
+		}
+		if i == 0 && g.failed {
+			health = "failed"
+		}
+		c.writeMap(7)
+		c.writeBulkString("id")
+		c.writeBulkString(n.ID)
+		c.writeBulkString("port")
+		c.writeInt(port)
+		c.writeBulkString("ip")
+		c.writeBulkString(host)
+		c.writeBulkString("endpoint")
+		c.writeBulkString(host)
+		c.writeBulkString("role")
+		c.writeBulkString(role)
+		c.writeBulkString("replication-offset")
+		c.writeInt(int64(n.Applied))
+		c.writeBulkString("health")
+		c.writeBulkString(health)
+	}
+}
+
+// clusterNodes is CLUSTER NODES: one line per node, a master for the
+// ranges it leads (fail? while its group elects a replacement), else a
+// replica of the first group's master. A node leading some groups and
+// following others shows as a master: Redis Cluster has no word for both.
+func clusterNodes(groups []groupMembers, selfID string, term uint64) string {
+	type line struct {
+		n      engine.NodeInfo
+		slots  []string
+		failed bool
+	}
+	var order []string
+	lines := map[string]*line{}
+	firstMaster := ""
+	for _, g := range groups {
+		for i, n := range g.nodes {
+			l := lines[n.ID]
+			if l == nil {
+				l = &line{n: n}
+				lines[n.ID] = l
+				order = append(order, n.ID)
+			}
+			if i == 0 && g.hasMaster {
+				l.slots = append(l.slots, strconv.Itoa(g.v.Slots.First)+"-"+strconv.Itoa(g.v.Slots.Last))
+				l.failed = l.failed || g.failed
+				if firstMaster == "" {
+					firstMaster = n.ID
+				}
+			}
+		}
+	}
+	// Masters first, in slot order, as the groups named them.
+	slices.SortStableFunc(order, func(a, b string) int {
+		return cmpBool(len(lines[b].slots) > 0, len(lines[a].slots) > 0)
+	})
+	var b strings.Builder
+	for _, id := range order {
+		l := lines[id]
+		host, port := splitHostPort(l.n.ClientAddr)
+		flags, master, slots := "slave", firstMaster, ""
+		if len(l.slots) > 0 {
+			flags, master, slots = "master", "-", " "+strings.Join(l.slots, " ")
+		}
+		if l.failed {
+			flags += ",fail?"
+		}
+		if id == selfID {
+			flags = "myself," + flags
+		}
+		if master == "" {
+			master = "-"
+		}
+		fmt.Fprintf(&b, "%s %s:%d@%d %s %s 0 0 %d connected%s\n", id, host, port, port+10000, flags, master, term, slots)
+	}
+	return b.String()
+}
+
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}
+
+func writeStrings(c *client, ss []string) {
+	c.writeArray(len(ss))
+	for _, s := range ss {
+		c.writeBulkString(s)
 	}
 }

@@ -444,10 +444,10 @@ func coreCommands() []*command {
 		{name: "role", cats: catAdmin | catDangerous, arity: 1, flags: flagFast | flagStale | flagNoScript, group: "server", since: "2.8.12",
 			summary: "master with its replicas, or slave with its leader (cluster mode: the Raft leader is the master).", run: cmdRole},
 		{name: "cluster", arity: -2, flags: flagStale, group: "cluster", since: "3.0.0",
-			summary: "CLUSTER SLOTS|SHARDS|NODES|INFO|MYID|KEYSLOT, and CLUSTER JOIN id raft-addr client-addr / FORGET id for membership.",
+			summary: "CLUSTER SLOTS|SHARDS|NODES|INFO|MYID|KEYSLOT, CLUSTER GROUPS (each Raft group's slots, leader, voters and non-voters), and CLUSTER JOIN id raft-addr client-addr / FORGET id for membership.",
 			args:    []argSpec{str("subcommand"), opt(many(str("arg")))}, subs: []*command{
 				sub("slots", 2, 0, 0), sub("shards", 2, 0, 0), sub("nodes", 2, 0, 0), sub("info", 2, 0, 0), sub("myid", 2, 0, 0),
-				sub("keyslot", 3, 0, 0), sub("join", 5, flagAdmin, catCluster), sub("forget", 3, flagAdmin, catCluster),
+				sub("groups", 2, 0, 0), sub("keyslot", 3, 0, 0), sub("join", 5, flagAdmin, catCluster), sub("forget", 3, flagAdmin, catCluster),
 			},
 			run: cmdCluster},
 		{name: "slowlog", arity: -2, group: "server", since: "2.2.12",

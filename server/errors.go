@@ -89,6 +89,8 @@ func errorText(err error) string {
 		return "TRYAGAIN no leader is elected yet; retry shortly"
 	case errors.Is(err, engine.ErrClusterDown):
 		return "CLUSTERDOWN the cluster has no quorum"
+	case errors.Is(err, engine.ErrCrossSlot):
+		return "CROSSSLOT Keys in request don't hash to the same slot"
 	case errors.Is(err, errNoAuth):
 		return "NOAUTH Authentication required."
 	case errors.Is(err, errHelloNoAuth):

@@ -42,10 +42,10 @@ var (
 	_ server.Backend    = (*persistence.Durable)(nil)
 	_ server.Sweeper    = (*persistence.Durable)(nil)
 	_ server.Persister  = (*persistence.Durable)(nil)
-	_ server.Backend    = (*replication.Node)(nil)
-	_ server.Cluster    = (*replication.Node)(nil)
-	_ server.Replicator = (*replication.Node)(nil)
-	_ server.RaftHealth = (*replication.Node)(nil)
+	_ server.Backend    = (*replication.Groups)(nil)
+	_ server.Cluster    = (*replication.Groups)(nil)
+	_ server.Replicator = (*replication.Groups)(nil)
+	_ server.RaftHealth = (*replication.Groups)(nil)
 
 	_ replication.ReplicatedState = (*server.ACL)(nil)
 )
@@ -101,6 +101,8 @@ type options struct {
 	clusterHeartbeat  time.Duration
 	clusterElection   time.Duration
 	clusterLease      time.Duration
+	clusterGroups     int
+	clusterReplicas   int
 	metricsAddr       string
 	readyMaxApplyLag  uint64
 	readyMaxContact   time.Duration
@@ -184,6 +186,8 @@ func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&o.clusterHeartbeat, "cluster-heartbeat-timeout", replication.DefaultHeartbeatTimeout, "Raft heartbeat timeout")
 	fs.DurationVar(&o.clusterElection, "cluster-election-timeout", replication.DefaultElectionTimeout, "Raft election timeout")
 	fs.DurationVar(&o.clusterLease, "cluster-lease-timeout", replication.DefaultLeaderLease, "Raft leader lease")
+	fs.IntVar(&o.clusterGroups, "cluster-groups", 0, "on the bootstrap node: the number of Raft groups the slots are split over, each with its own leader (default 1; a joining node takes the cluster's)")
+	fs.IntVar(&o.clusterReplicas, "cluster-replicas-per-group", replication.DefaultReplicasPerGroup, "voters each Raft group keeps; further members follow it without a vote")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics and the health probes over HTTP at host:port: /metrics, /healthz, /readyz (empty: off)")
 	fs.Uint64Var(&o.readyMaxApplyLag, "ready-max-apply-lag", server.DefaultReadyMaxApplyLag, "cluster mode: /readyz fails while this node's applied index is more than this many entries behind its commit index")
 	fs.DurationVar(&o.readyMaxContact, "ready-max-last-contact", server.DefaultReadyMaxLastContact, "cluster mode: /readyz fails on a follower that has not heard from a leader for longer")
@@ -364,23 +368,41 @@ func run(args []string, stderr io.Writer) int {
 		log.Error("hotkeys-tracking must be yes or no", "value", o.hotKeys)
 		return 2
 	}
-	eng := engine.New(engine.Config{Shards: o.shards, MaxMemory: maxMemory, Logger: log, Scripts: scripts, HotKeysOff: !hotKeys})
-	var backend server.Backend = eng
-	var node *replication.Node
-	var durable *persistence.Durable
 	clusterMode := strings.EqualFold(o.clusterEnabled, "yes")
+	groups := 1
 	if clusterMode {
-		// The Raft log is the journal: --appendonly does not apply.
-		node, err = openNode(o, eng, clk, acl, primary, log)
-		if err != nil {
+		if groups, err = clusterGroups(o, log); err != nil {
 			log.Error("cannot start cluster mode", "err", err)
-			eng.Close()
 			return 1
 		}
-		backend = node
+	}
+	// One engine per Raft group: each group's log, snapshots and sweeps
+	// cover its own keys only.
+	engines := make([]*engine.Engine, groups)
+	for g := range engines {
+		cfg := engine.Config{Shards: o.shards, MaxMemory: maxMemory, Logger: log, Scripts: scripts, HotKeysOff: !hotKeys}
+		if groups > 1 {
+			cfg.Slots = replication.GroupSlots(g, groups)
+		}
+		engines[g] = engine.New(cfg)
+	}
+	eng := engines[0]
+	var backend server.Backend = eng
+	var node *replication.Groups
+	var durable *persistence.Durable
+	var hotKeySource server.HotKeys = eng
+	if clusterMode {
+		// The Raft log is the journal: --appendonly does not apply.
+		node, err = openNode(o, engines, clk, acl, primary, log)
+		if err != nil {
+			log.Error("cannot start cluster mode", "err", err)
+			closeEngines(engines)
+			return 1
+		}
+		backend, hotKeySource = node, node
 	} else if durable, err = openDurable(o, eng, clk, log); err != nil {
 		log.Error("cannot recover persisted state; not starting", "dir", o.dir, "err", err)
-		eng.Close()
+		closeEngines(engines)
 		return 1
 	}
 	var persister server.Persister
@@ -392,7 +414,7 @@ func run(args []string, stderr io.Writer) int {
 		ACL:         acl,
 		Health:      health,
 		Scripts:     scripts,
-		HotKeys:     eng,
+		HotKeys:     hotKeySource,
 		TLS:         clientTLS,
 		Clock:       clk,
 		Persistence: persister,
@@ -443,7 +465,7 @@ func run(args []string, stderr io.Writer) int {
 	if err := srv.LoadACL(); err != nil {
 		log.Error("cannot load the ACL file; not starting", "aclfile", o.aclFile, "err", err)
 		srv.Close()
-		closeBackend(node, durable, eng, log, true)
+		closeBackend(node, durable, engines, log, true)
 		return 1
 	}
 
@@ -502,7 +524,7 @@ wait:
 		}
 	}
 	srv.Close()
-	closeBackend(node, durable, eng, log, snapshot)
+	closeBackend(node, durable, engines, log, snapshot)
 	log.Info("Sluice is now ready to exit, bye bye...")
 	return code
 }
@@ -522,7 +544,7 @@ func serveMetrics(addr string, health *server.Health, log *slog.Logger) (*http.S
 
 // closeBackend stops what serves the server, outermost first: the cluster
 // node or the durable log (a final snapshot), then the engine.
-func closeBackend(node *replication.Node, durable *persistence.Durable, eng *engine.Engine, log *slog.Logger, snapshot bool) {
+func closeBackend(node *replication.Groups, durable *persistence.Durable, engines []*engine.Engine, log *slog.Logger, snapshot bool) {
 	if node != nil {
 		if err := node.Close(); err != nil {
 			log.Error("closing the cluster node", "err", err)
@@ -537,7 +559,13 @@ func closeBackend(node *replication.Node, durable *persistence.Durable, eng *eng
 			log.Error("final snapshot failed; the append-only file still has everything", "err", err)
 		}
 	}
-	eng.Close()
+	closeEngines(engines)
+}
+
+func closeEngines(engines []*engine.Engine) {
+	for _, e := range engines {
+		e.Close()
+	}
 }
 
 // openDurable recovers state from --dir and attaches the append-only file,
@@ -591,7 +619,7 @@ func checkLog(path string, fix bool, out io.Writer) int {
 }
 
 // openNode starts this process's Raft member.
-func openNode(o options, eng *engine.Engine, clk *clock.Clock, acl *server.ACL, listenAddr string, log *slog.Logger) (*replication.Node, error) {
+func openNode(o options, engines []*engine.Engine, clk *clock.Clock, acl *server.ACL, listenAddr string, log *slog.Logger) (*replication.Groups, error) {
 	raftAddr := o.clusterRaftAddr
 	if raftAddr == "" {
 		host, _, _ := net.SplitHostPort(listenAddr)
@@ -614,9 +642,9 @@ func openNode(o options, eng *engine.Engine, clk *clock.Clock, acl *server.ACL, 
 	if err != nil {
 		return nil, err
 	}
-	node, err := replication.Open(replication.Config{
+	node, err := replication.OpenGroups(replication.Config{
 		ID:                 o.clusterNodeID,
-		Dir:                filepath.Join(o.dir, "raft"),
+		Dir:                raftDir(o),
 		RaftAddr:           raftAddr,
 		AdvertiseRaftAddr:  o.clusterRaftAnn,
 		ClientAddr:         announce,
@@ -629,33 +657,79 @@ func openNode(o options, eng *engine.Engine, clk *clock.Clock, acl *server.ACL, 
 		Clock:              clk,
 		State:              acl,
 		Logger:             log,
-	}, eng)
+	}, replication.GroupsConfig{Replicas: o.clusterReplicas}, engines)
 	if err != nil {
 		return nil, err
 	}
 	log.Info("cluster mode", "node_id", node.ID(), "raft_addr", node.RaftAddr(), "client_addr", node.ClientAddr(),
-		"bootstrap", o.clusterBootstrap)
+		"bootstrap", o.clusterBootstrap, "groups", node.Len())
 	return node, nil
 }
 
 // joinCluster asks a member to add this node, following MOVED to the
 // leader and retrying while the group elects one. Joining is idempotent.
-func joinCluster(o options, node *replication.Node, log *slog.Logger) error {
-	addr := o.clusterJoin
+func raftDir(o options) string { return filepath.Join(o.dir, "raft") }
+
+// clusterGroups is the number of Raft groups this node runs: the count its
+// directory holds from an earlier start, else --cluster-groups on a node
+// that bootstraps, else, for a node that joins, the count the member it
+// joins through reports (CLUSTER INFO's cluster_raft_groups).
+func clusterGroups(o options, log *slog.Logger) (int, error) {
+	stored, err := replication.StoredGroups(raftDir(o))
+	switch {
+	case err != nil:
+		return 0, err
+	case stored != 0:
+		if o.clusterGroups != 0 && o.clusterGroups != stored {
+			return 0, fmt.Errorf("--cluster-groups %d, but %s holds %d groups: the count is fixed when the cluster is bootstrapped", o.clusterGroups, raftDir(o), stored)
+		}
+		return stored, nil
+	case o.clusterGroups < 0:
+		return 0, fmt.Errorf("--cluster-groups %d: want at least 1", o.clusterGroups)
+	case o.clusterGroups != 0 || o.clusterJoin == "":
+		return max(1, o.clusterGroups), nil
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		info, err := askMember(o, o.clusterJoin, "CLUSTER", "INFO")
+		if err == nil {
+			for _, line := range strings.Split(info, "\n") {
+				if v, ok := strings.CutPrefix(strings.TrimSpace(line), "cluster_raft_groups:"); ok {
+					return strconv.Atoi(v)
+				}
+			}
+			return 1, nil // a member that predates groups runs one
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("asking %s for the cluster's group count: %w", o.clusterJoin, err)
+		}
+		log.Info("waiting for the cluster to tell its group count", "via", o.clusterJoin, "err", err)
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// askMember sends one command to another member's client port, as
+// --cluster-join does (masteruser/masterauth, tls-replication).
+func askMember(o options, addr string, args ...any) (string, error) {
 	tlsCfg, err := joinTLS(o)
 	if err != nil {
-		return err
+		return "", err
 	}
 	pass := o.masterAuth
 	if pass == "" {
 		pass = o.requirePass
 	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr, Username: o.masterUser, Password: pass, Protocol: 2, MaxRetries: -1,
+		DialTimeout: 2 * time.Second, ReadTimeout: 5 * time.Second, TLSConfig: tlsCfg})
+	defer rdb.Close()
+	return rdb.Do(context.Background(), args...).Text()
+}
+
+func joinCluster(o options, node *replication.Groups, log *slog.Logger) error {
+	addr := o.clusterJoin
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		rdb := redis.NewClient(&redis.Options{Addr: addr, Username: o.masterUser, Password: pass, Protocol: 2, MaxRetries: -1,
-			DialTimeout: 2 * time.Second, ReadTimeout: 5 * time.Second, TLSConfig: tlsCfg})
-		err := rdb.Do(context.Background(), "CLUSTER", "JOIN", node.ID(), node.RaftAddr(), node.ClientAddr()).Err()
-		rdb.Close()
+		_, err := askMember(o, addr, "CLUSTER", "JOIN", node.ID(), node.RaftAddr(), node.ClientAddr())
 		if err == nil {
 			log.Info("joined the cluster", "via", addr)
 			return nil
