@@ -374,7 +374,9 @@ func (g *failoverGroup) waitHealthy(ctx context.Context) (int, uint64, error) {
 					healthy, last = false, "two leaders"
 				}
 				leader = i
-				term, _ = strconv.ParseUint(info["cluster_current_epoch"], 10, 64)
+				if term, err = groupZeroTerm(ctx, c); err != nil {
+					healthy, last = false, fmt.Sprintf("%s: %v", g.addrs[i], err)
+				}
 			case "Follower":
 			default:
 				healthy, last = false, fmt.Sprintf("%s: raft_state %s", g.addrs[i], info["raft_state"])
@@ -520,7 +522,11 @@ func runFailoverKill(ctx context.Context, env *expEnv, index int, waits [numMeas
 	for m := range r.measures {
 		r.measures[m] = &firstSuccess{clock: &r.clock}
 	}
-	prefix := fmt.Sprintf("failover:%d:", index+1)
+	// Every key carries a hash tag of slot 0, so that with several Raft
+	// groups (--sluice-args "--cluster-groups 3") the load is on group 0,
+	// the one whose leader is killed (CLUSTER INFO's raft_state and INFO
+	// replication describe group 0).
+	prefix := fmt.Sprintf("{%s}failover:%d:", slotZeroTag, index+1)
 	limitedKey := prefix + "limited"
 
 	// The load: a few loaders over a ClusterClient of their own.
@@ -658,11 +664,11 @@ func runFailoverKill(ctx context.Context, env *expEnv, index int, waits [numMeas
 	}
 	k.NewLeader = *r.measures[measureServer].addr.Load()
 	newLeader := g.admin[slices.Index(g.addrs, k.NewLeader)]
-	info, err := clusterInfo(ctx, newLeader)
+	newTerm, err := groupZeroTerm(ctx, newLeader)
 	if err != nil {
-		return k, fmt.Errorf("CLUSTER INFO on the new leader: %w", err)
+		return k, fmt.Errorf("INFO replication on the new leader: %w", err)
 	}
-	if newTerm, _ := strconv.ParseUint(info["cluster_current_epoch"], 10, 64); newTerm <= term {
+	if newTerm <= term {
 		return k, fmt.Errorf("%w (term %d before, %d after)", errNotLeaderKilled, term, newTerm)
 	}
 
@@ -959,4 +965,31 @@ func (r *failoverResult) report() (*ExperimentReport, error) {
 // waitedOut reports whether the first kill waited go-redis's defaults out.
 func (r *failoverResult) waitedOut() bool {
 	return len(r.Kills) > 0 && r.Kills[0].Waited[measureGoRedisDefaults] > r.Wait
+}
+
+// slotZeroTag is a hash tag whose keys hash to slot 0, hence to group 0
+// whatever the group count.
+var slotZeroTag = func() string {
+	for i := 0; ; i++ {
+		tag := "fo" + strconv.Itoa(i)
+		if replication.KeySlot([]byte(tag)) == 0 {
+			return tag
+		}
+	}
+}()
+
+// groupZeroTerm is the Raft term of group 0 as the node behind c sees it
+// (INFO replication's raft_term; CLUSTER INFO's epoch is the largest of
+// every group's).
+func groupZeroTerm(ctx context.Context, c *redis.Client) (uint64, error) {
+	info, err := c.Info(ctx, "replication").Result()
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "raft_term:"); ok {
+			return strconv.ParseUint(v, 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("INFO replication has no raft_term")
 }
