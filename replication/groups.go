@@ -29,7 +29,8 @@ import (
 //
 // A pipeline whose commands all belong to one group goes to that group's
 // node whole; one that spans groups is cut into a pipeline per group, run
-// concurrently, and its replies put back in order. A command whose keys
+// concurrently, and its replies put back in order (keyspace-wide commands
+// in it are barriers). A command whose keys
 // belong to different groups is refused with engine.ErrCrossSlot and
 // changes nothing, as Redis Cluster refuses keys in different slots.
 type Groups struct {
@@ -40,7 +41,10 @@ type Groups struct {
 	// maxMemory is the node's whole limit; each group's is its share.
 	maxMemory atomic.Int64
 
-	splitPool sync.Pool // *split
+	// avoid holds the members a leadership transfer to failed, until
+	// when the balancer leaves them alone (balancer goroutine only).
+	avoid     map[string]time.Time
+	probe     func(clientAddr string) bool
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	closeOnce sync.Once
@@ -55,6 +59,10 @@ type GroupsConfig struct {
 	// BalanceInterval is how often the node checks that leaders and
 	// voting seats are spread evenly. Default 2s; negative disables.
 	BalanceInterval time.Duration
+
+	// probe reports whether a member's client port answers (the
+	// balancer's liveness check); tests replace it. Default: a TCP dial.
+	probe func(clientAddr string) bool
 }
 
 // DefaultReplicasPerGroup is GroupsConfig.Replicas's default.
@@ -106,7 +114,10 @@ func OpenGroups(cfg Config, gc GroupsConfig, engines []*engine.Engine) (*Groups,
 	if gc.BalanceInterval == 0 {
 		gc.BalanceInterval = defaultBalanceInterval
 	}
-	gs := &Groups{engines: engines, replicas: gc.Replicas, stop: make(chan struct{})}
+	if gc.probe == nil {
+		gc.probe = dialProbe
+	}
+	gs := &Groups{engines: engines, replicas: gc.Replicas, stop: make(chan struct{}), avoid: map[string]time.Time{}, probe: gc.probe}
 	// Every engine is made with the node's limit; each group gets a share.
 	gs.maxMemory.Store(engines[0].MaxMemory())
 	if stored, err := StoredGroups(cfg.Dir); err != nil {
@@ -268,62 +279,61 @@ func (gs *Groups) Execute(b *engine.Batch, now int64) {
 	}
 }
 
-// split is a pipeline cut into one per group.
-type split struct {
-	parts []engine.Batch
-	index [][]int // index[g][i]: the position in the pipeline of parts[g].Cmds[i]
-}
-
+// executeSplit runs a pipeline that spans groups: cut into a part per
+// group, the parts run concurrently and their replies go back in order. A
+// keyspace-wide command (FLUSHALL, KEYS, SCAN) is a barrier: the keyed
+// commands before it run first, then it, then the ones after, as Redis
+// runs a pipeline in order. The parts are made per call, not pooled: a
+// reply's bytes live in its part's buffers, which must stay untouched
+// until the caller has written the replies out (the parts are garbage
+// once it reuses b).
 func (gs *Groups) executeSplit(b *engine.Batch, now int64) {
-	sp, _ := gs.splitPool.Get().(*split)
-	if sp == nil || len(sp.parts) != len(gs.nodes) {
-		sp = &split{parts: make([]engine.Batch, len(gs.nodes)), index: make([][]int, len(gs.nodes))}
-	}
 	if cap(b.Replies) < len(b.Cmds) {
 		b.Replies = make([]engine.Reply, len(b.Cmds))
 	}
 	b.Replies = b.Replies[:len(b.Cmds)]
-	for g := range sp.parts {
-		sp.parts[g].Reset()
-		sp.parts[g].ReadOnly = b.ReadOnly
-		sp.index[g] = sp.index[g][:0]
-	}
-	var keyspace []int
+	start := 0
 	for i := range b.Cmds {
+		if gs.route(&b.Cmds[i]) == routeKeyspace {
+			gs.runKeyed(b, start, i, now)
+			b.Replies[i] = gs.keyspace(&b.Cmds[i], now, b.ReadOnly)
+			start = i + 1
+		}
+	}
+	gs.runKeyed(b, start, len(b.Cmds), now)
+}
+
+// runKeyed runs b.Cmds[from:to], none keyspace-wide, each on its group.
+func (gs *Groups) runKeyed(b *engine.Batch, from, to int, now int64) {
+	if from >= to {
+		return
+	}
+	parts := make([]*engine.Batch, len(gs.nodes))
+	index := make([][]int, len(gs.nodes))
+	for i := from; i < to; i++ {
 		switch g := gs.route(&b.Cmds[i]); g {
 		case routeCrossSlot:
 			b.Replies[i] = engine.Reply{Kind: engine.ReplyError, Err: engine.ErrCrossSlot}
-		case routeKeyspace:
-			keyspace = append(keyspace, i)
 		default:
-			sp.parts[g].Cmds = append(sp.parts[g].Cmds, b.Cmds[i])
-			sp.index[g] = append(sp.index[g], i)
+			if parts[g] == nil {
+				parts[g] = &engine.Batch{ReadOnly: b.ReadOnly}
+			}
+			parts[g].Cmds = append(parts[g].Cmds, b.Cmds[i])
+			index[g] = append(index[g], i)
 		}
 	}
 	var wg sync.WaitGroup
-	for g := range sp.parts {
-		if len(sp.parts[g].Cmds) == 0 {
-			continue
+	for g, part := range parts {
+		if part != nil {
+			wg.Go(func() { gs.nodes[g].Execute(part, now) })
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			gs.nodes[g].Execute(&sp.parts[g], now)
-		}()
 	}
 	wg.Wait()
-	for g := range sp.parts {
-		for j, i := range sp.index[g] {
-			b.Replies[i] = sp.parts[g].Replies[j]
+	for g, part := range parts {
+		for j, i := range index[g] {
+			b.Replies[i] = part.Replies[j]
 		}
-		clear(sp.parts[g].Cmds) // drop references to the connection's buffers
 	}
-	// Keyspace-wide commands run after the keyed ones, each over the
-	// groups this node may answer for.
-	for _, i := range keyspace {
-		b.Replies[i] = gs.keyspace(&b.Cmds[i], now, b.ReadOnly)
-	}
-	gs.splitPool.Put(sp)
 }
 
 // answers reports whether this node answers group g's keyspace-wide
@@ -751,7 +761,7 @@ func (gs *Groups) balanceLeaders() bool {
 		var to raft.Server
 		best := leads[self] - 1
 		for _, s := range cs[g].servers {
-			if s.Suffrage == raft.Voter && string(s.ID) != self && leads[string(s.ID)] < best {
+			if s.Suffrage == raft.Voter && string(s.ID) != self && leads[string(s.ID)] < best && gs.usable(n, string(s.ID)) {
 				to, best = s, leads[string(s.ID)]
 			}
 		}
@@ -759,7 +769,9 @@ func (gs *Groups) balanceLeaders() bool {
 			continue
 		}
 		n.log.Info("replication: handing leadership over to balance the groups", "to", to.ID, "leads_here", leads[self], "leads_there", leads[string(to.ID)])
-		n.transferTo(to.ID, to.Address)
+		if !n.transferTo(to.ID, to.Address) {
+			gs.avoid[string(to.ID)] = time.Now().Add(balanceBackoff)
+		}
 		return true
 	}
 	return false
@@ -793,6 +805,7 @@ func (gs *Groups) balanceSeats() bool {
 				others = append(others, s)
 			}
 		}
+		others = slices.DeleteFunc(others, func(s raft.Server) bool { return !gs.usable(n, string(s.ID)) })
 		if len(others) == 0 {
 			continue
 		}
@@ -820,6 +833,43 @@ func (gs *Groups) balanceSeats() bool {
 		return true
 	}
 	return false
+}
+
+// balanceBackoff is how long the balancer leaves a member alone after a
+// leadership transfer to it failed.
+const balanceBackoff = 30 * time.Second
+
+// usable reports whether the balancer may give member id a seat or a
+// group: no transfer to it failed lately, and its client port answers (a
+// member that is down would cost the group a seat it cannot fill, or a
+// transfer that stalls writes for an election timeout). An answering port
+// does not prove the member has caught up; the group keeps its quorum from
+// the others meanwhile.
+func (gs *Groups) usable(n *Node, id string) bool {
+	if until, ok := gs.avoid[id]; ok {
+		if time.Now().Before(until) {
+			return false
+		}
+		delete(gs.avoid, id)
+	}
+	m, ok := n.members.get(id)
+	if !ok || m.ClientAddr == "" {
+		return false
+	}
+	if !gs.probe(m.ClientAddr) {
+		gs.avoid[id] = time.Now().Add(balanceBackoff)
+		return false
+	}
+	return true
+}
+
+func dialProbe(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, 300*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
 }
 
 func (n *Node) promote(s raft.Server) bool {

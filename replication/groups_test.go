@@ -31,6 +31,19 @@ func startGroupsCluster(t testing.TB, size, groups int, balance bool, tweak func
 	t.Helper()
 	var nodes []*groupsNode
 	gc := GroupsConfig{BalanceInterval: -1}
+	// The nodes' client addresses are names, not ports: a node is up
+	// while it is open.
+	var nodesMu sync.Mutex
+	gc.probe = func(addr string) bool {
+		nodesMu.Lock()
+		defer nodesMu.Unlock()
+		for _, n := range nodes {
+			if n.ClientAddr() == addr {
+				return !n.Group(0).closed.Load()
+			}
+		}
+		return false
+	}
 	if balance {
 		gc.BalanceInterval = 200 * time.Millisecond
 	}
@@ -54,7 +67,9 @@ func startGroupsCluster(t testing.TB, size, groups int, balance bool, tweak func
 				e.Close()
 			}
 		})
+		nodesMu.Lock()
 		nodes = append(nodes, n)
+		nodesMu.Unlock()
 		if i == 0 {
 			sluicetest.WaitFor(t, 10*time.Second, "the first node to lead every group", func() bool {
 				for g := range groups {

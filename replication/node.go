@@ -804,12 +804,19 @@ func (n *Node) ReplicationStats() ReplicationStats {
 // transferTo hands leadership to the voter id. While the transfer runs,
 // Raft refuses new entries, so writes wait for it (see awaitTransfer)
 // rather than fail.
-func (n *Node) transferTo(id raft.ServerID, addr raft.ServerAddress) {
+func (n *Node) transferTo(id raft.ServerID, addr raft.ServerAddress) bool {
 	n.transferring.Store(true)
-	defer n.transferring.Store(false)
-	if err := n.raft.LeadershipTransferToServer(id, addr).Error(); err != nil {
+	err := n.raft.LeadershipTransferToServer(id, addr).Error()
+	// Raft clears its own in-progress mark only after answering the
+	// future: writes keep waiting a moment longer rather than use up their
+	// rounds against it.
+	time.Sleep(20 * time.Millisecond)
+	n.transferring.Store(false)
+	if err != nil {
 		n.log.Info("replication: leadership transfer failed", "to", id, "err", err)
+		return false
 	}
+	return true
 }
 
 // awaitTransfer waits, up to an election timeout, for a leadership
