@@ -85,8 +85,11 @@ func TestAcquireNeverMoreThanMax(t *testing.T) {
 	if badReplies.Load() != 0 {
 		t.Fatalf("%d replies reported holders outside 1..max, or refused below max", badReplies.Load())
 	}
-	// Contention reached the limit, and releases gave slots back.
-	if peak.Load() != max || refused.Load() == 0 || granted.Load() < 200 {
+	// Contention reached the limit (every refusal reported max holders,
+	// checked above: the client-side peak can lag the server's, since a
+	// worker counts itself out before its release arrives), and releases
+	// gave slots back.
+	if refused.Load() == 0 || granted.Load() < 200 {
 		t.Fatalf("peak %d, %d refused, %d granted: the test did not contend", peak.Load(), refused.Load(), granted.Load())
 	}
 	if v, err := s.Client.Do(ctx, "EXISTS", "conc:jobs").Int64(); err != nil || v != 0 {
