@@ -299,6 +299,12 @@ func (n *Node) openRaft() error {
 func (n *Node) closeStores() {
 	if n.trans != nil {
 		_ = n.trans.Close()
+		// Raft answers heartbeats on the transport's connection goroutine
+		// (processHeartbeat), past its shutdown check: one already under
+		// way can still write a new term to the store, and panics if the
+		// store is closed. Closing the transport ends those goroutines
+		// after their current request; give that request time to finish.
+		time.Sleep(100 * time.Millisecond)
 	}
 	if n.store != nil {
 		_ = n.store.Close()
