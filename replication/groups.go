@@ -292,26 +292,28 @@ func (gs *Groups) executeSplit(b *engine.Batch, now int64) {
 		b.Replies = make([]engine.Reply, len(b.Cmds))
 	}
 	b.Replies = b.Replies[:len(b.Cmds)]
+	routes := make([]int, len(b.Cmds))
 	start := 0
 	for i := range b.Cmds {
-		if gs.route(&b.Cmds[i]) == routeKeyspace {
-			gs.runKeyed(b, start, i, now)
+		if routes[i] = gs.route(&b.Cmds[i]); routes[i] == routeKeyspace {
+			gs.runKeyed(b, routes, start, i, now)
 			b.Replies[i] = gs.keyspace(&b.Cmds[i], now, b.ReadOnly)
 			start = i + 1
 		}
 	}
-	gs.runKeyed(b, start, len(b.Cmds), now)
+	gs.runKeyed(b, routes, start, len(b.Cmds), now)
 }
 
-// runKeyed runs b.Cmds[from:to], none keyspace-wide, each on its group.
-func (gs *Groups) runKeyed(b *engine.Batch, from, to int, now int64) {
+// runKeyed runs b.Cmds[from:to], none keyspace-wide, each on the group
+// routes names.
+func (gs *Groups) runKeyed(b *engine.Batch, routes []int, from, to int, now int64) {
 	if from >= to {
 		return
 	}
 	parts := make([]*engine.Batch, len(gs.nodes))
 	index := make([][]int, len(gs.nodes))
 	for i := from; i < to; i++ {
-		switch g := gs.route(&b.Cmds[i]); g {
+		switch g := routes[i]; g {
 		case routeCrossSlot:
 			b.Replies[i] = engine.Reply{Kind: engine.ReplyError, Err: engine.ErrCrossSlot}
 		default:
