@@ -55,6 +55,8 @@ type Engine struct {
 	sweeps []sweepTask
 	mask   uint64
 	log    *slog.Logger
+	// natives runs known scripts natively (native.go); nil: none.
+	natives NativeScripts
 
 	maxMemory atomic.Int64
 	closing   atomic.Bool
@@ -146,12 +148,13 @@ func New(cfg Config) *Engine {
 		log = slog.New(slog.DiscardHandler)
 	}
 	e := &Engine{
-		cfg:    cfg,
-		shards: make([]*shard.Shard, n),
-		stats:  make([]shardStats, n),
-		sweeps: make([]sweepTask, n),
-		mask:   uint64(n - 1),
-		log:    log,
+		cfg:     cfg,
+		natives: nativesOf(cfg.Scripts),
+		shards:  make([]*shard.Shard, n),
+		stats:   make([]shardStats, n),
+		sweeps:  make([]sweepTask, n),
+		mask:    uint64(n - 1),
+		log:     log,
 	}
 	e.holders = make([]atomic.Pointer[ScriptRun], n)
 	e.clocks = make([]shardClock, n)

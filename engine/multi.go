@@ -82,6 +82,10 @@ type heldRun struct {
 	// reply is run's last reply, where changed reads it: a pointer to a
 	// local would move every reply to the heap.
 	reply Reply
+	// nrun is a native script's run (native.go), reused.
+	nrun NativeRun
+	// home is, on a shard's owner (runHere), that shard's job.
+	home *shardJob
 }
 
 type effect struct {
@@ -232,7 +236,7 @@ func (j *shardJob) runHere(t *shard.Table, c *Command, now int64) Reply {
 		j.here = x
 	}
 	x.e, x.b, x.now, x.rerun = j.e, j.b, now, false
-	x.tables[j.shard], x.jobs[j.shard] = t, j
+	x.tables[j.shard], x.jobs[j.shard], x.home = t, j, j
 	r := x.apply(c)
 	if x.rerun {
 		// A script said to touch only its keys reached another shard,

@@ -317,6 +317,11 @@ func (x *heldRun) eval(c *Command) Reply {
 	if runner == nil {
 		return errReply(ErrNoScripting)
 	}
+	if c.N[NativeAt] > 0 {
+		if rep, ok := x.native(c); ok {
+			return rep
+		}
+	}
 	r := &ScriptRun{Body: c.Value, Args: c.Args, Now: x.now, ReadOnly: c.Op == OpEvalRO,
 		Replicated: x.b != nil && x.b.Replicated, User: c.Key, x: x, mark: len(x.effects),
 		ownKeys: c.N[0]&ScriptOwnKeys != 0}

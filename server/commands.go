@@ -251,6 +251,7 @@ func init() {
 		}
 	}
 	errNotLimit = fmt.Errorf("is not a decision command (%s)", strings.Join(limits, ", "))
+	resolveNativeCmds()
 	aclTopCommands = sortedCommands()
 	for _, c := range aclTopCommands {
 		c.fullname = c.name

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/server/script"
@@ -25,6 +26,7 @@ import (
 // nativeScript runs a known script. done is false when it gave up, having
 // changed nothing.
 type nativeScript struct {
+	id   int64  // stable: see knownScripts
 	sha  string // of the exact text the library sends
 	name string // the library and script, for SCRIPT PATH and the docs
 	// stat names its INFO line (script_native_<stat>): letters, digits
@@ -35,41 +37,47 @@ type nativeScript struct {
 }
 
 // knownScripts are the accelerated scripts, in the order INFO lists them.
+// Each id is written into replicated EVALs (engine.NativeAt): it keeps its
+// number forever, and a retired script leaves a gap.
 var knownScripts = []*nativeScript{
 	// go-redis/redis_rate v10 (v10.0.1), allowN.
-	{sha: "f52a5b566060d79fd321d695df55bc918339c4aa", name: "go-redis/redis_rate allowN", stat: "redis_rate_allown", run: redisRateAllowN},
+	{id: 1, sha: "f52a5b566060d79fd321d695df55bc918339c4aa", name: "go-redis/redis_rate allowN", stat: "redis_rate_allown", run: redisRateAllowN},
 	// rate-limiter-flexible 11.4.0, RateLimiterRedis's incrTtlLuaScript.
-	{sha: "a1de965f42e177aa339706bd580f049065eca79a", name: "rate-limiter-flexible incrTtl", stat: "rlflex_incrttl", run: rlflexIncrTTL},
+	{id: 2, sha: "a1de965f42e177aa339706bd580f049065eca79a", name: "rate-limiter-flexible incrTtl", stat: "rlflex_incrttl", run: rlflexIncrTTL},
 	// rate-limit-redis 6.0.1, increment.
-	{sha: "895b92e1712734e1b464999be23953485475357b", name: "rate-limit-redis increment", stat: "rate_limit_redis_increment", run: rateLimitRedisIncrement},
+	{id: 3, sha: "895b92e1712734e1b464999be23953485475357b", name: "rate-limit-redis increment", stat: "rate_limit_redis_increment", run: rateLimitRedisIncrement},
 	// go-redis/redis_rate v10 (v10.0.1), allowAtMost.
-	{sha: "054143318f521948424aa25df61d7f7ba835a9d7", name: "go-redis/redis_rate allowAtMost", stat: "redis_rate_allowatmost", run: redisRateAllowAtMost},
+	{id: 4, sha: "054143318f521948424aa25df61d7f7ba835a9d7", name: "go-redis/redis_rate allowAtMost", stat: "redis_rate_allowatmost", run: redisRateAllowAtMost},
 	// ulule/limiter v3.11.2, the redis store's luaIncrScript and luaPeekScript.
-	{sha: "f74233f556d3f99c50b61169cf8aa8d5deb63fb2", name: "ulule/limiter incr", stat: "ulule_incr", run: ululeIncr},
-	{sha: "566f5c6a17e5fddb9a10bf389f754edd0d899c61", name: "ulule/limiter peek", stat: "ulule_peek", run: ululePeek},
+	{id: 5, sha: "f74233f556d3f99c50b61169cf8aa8d5deb63fb2", name: "ulule/limiter incr", stat: "ulule_incr", run: ululeIncr},
+	{id: 6, sha: "566f5c6a17e5fddb9a10bf389f754edd0d899c61", name: "ulule/limiter peek", stat: "ulule_peek", run: ululePeek},
 	// throttled/throttled v2.15.0, goredisstore.v9's redisCASScript.
-	{sha: "ebd682e30de074a6919bde872b507734c7c3ebe5", name: "throttled goredisstore compare-and-swap", stat: "throttled_cas", run: throttledCAS},
+	{id: 7, sha: "ebd682e30de074a6919bde872b507734c7c3ebe5", name: "throttled goredisstore compare-and-swap", stat: "throttled_cas", run: throttledCAS},
 	// @fastify/rate-limit 11.2.0, RedisStore's lua and luaRead.
-	{sha: "b8a19d47785922bb04e7a9fdb49e90d89be1b8af", name: "@fastify/rate-limit incr", stat: "fastify_incr", run: fastifyIncr},
-	{sha: "4c7d9ef62b3d4f8efd8d11d5d2fd1a56b1e723bc", name: "@fastify/rate-limit read", stat: "fastify_read", run: fastifyRead},
+	{id: 8, sha: "b8a19d47785922bb04e7a9fdb49e90d89be1b8af", name: "@fastify/rate-limit incr", stat: "fastify_incr", run: fastifyIncr},
+	{id: 9, sha: "4c7d9ef62b3d4f8efd8d11d5d2fd1a56b1e723bc", name: "@fastify/rate-limit read", stat: "fastify_read", run: fastifyRead},
 	// rate-limit-redis 6.0.1, get.
-	{sha: "6aeb97ed6086dcdeafdc6fda3999a0d0e38ec96a", name: "rate-limit-redis get", stat: "rate_limit_redis_get", run: rateLimitRedisGet},
+	{id: 10, sha: "6aeb97ed6086dcdeafdc6fda3999a0d0e38ec96a", name: "rate-limit-redis get", stat: "rate_limit_redis_get", run: rateLimitRedisGet},
 	// limits 2.8.0 (Python), incr_expire.lua (fixed window).
-	{sha: "628bd136a573a06b346879695681af12ccef300f", name: "limits incr_expire", stat: "limits_incr_expire", run: limitsIncrExpire},
+	{id: 11, sha: "628bd136a573a06b346879695681af12ccef300f", name: "limits incr_expire", stat: "limits_incr_expire", run: limitsIncrExpire},
 	// limits 2.8.0, moving_window.lua (the moving window's count).
-	{sha: "3136f0028c572d2959b5cdc5ec15b287fab6a9ff", name: "limits moving_window", stat: "limits_moving_window", run: limitsMovingWindow},
+	{id: 12, sha: "3136f0028c572d2959b5cdc5ec15b287fab6a9ff", name: "limits moving_window", stat: "limits_moving_window", run: limitsMovingWindow},
 	// limits 2.8.0, acquire_moving_window.lua (the moving window's hit).
-	{sha: "d19f37c18768a509dbf1310a257bfc35be65609f", name: "limits acquire_moving_window", stat: "limits_acquire_moving_window", run: limitsAcquireMovingWindow},
+	{id: 13, sha: "d19f37c18768a509dbf1310a257bfc35be65609f", name: "limits acquire_moving_window", stat: "limits_acquire_moving_window", run: limitsAcquireMovingWindow},
 }
 
-// knownBySHA indexes knownScripts.
-var knownBySHA = func() map[string]*nativeScript {
-	m := make(map[string]*nativeScript, len(knownScripts))
+// knownBySHA and knownByID index knownScripts.
+var knownBySHA, knownByID = func() (map[string]*nativeScript, map[int64]*nativeScript) {
+	bySHA := make(map[string]*nativeScript, len(knownScripts))
+	byID := make(map[int64]*nativeScript, len(knownScripts))
 	for i, n := range knownScripts {
 		n.idx = i
-		m[n.sha] = n
+		if bySHA[n.sha] != nil || byID[n.id] != nil || n.id <= 0 {
+			panic("server: known script " + n.name + " registered twice or without an id")
+		}
+		bySHA[n.sha], byID[n.id] = n, n
 	}
-	return m
+	return bySHA, byID
 }()
 
 // scriptCounts are one known script's runs on one server.
@@ -93,6 +101,22 @@ type accel struct {
 }
 
 const maxMemoizedBodies = 4096
+
+// knownBySHAOf finds the known script whose SHA1 is sha, in hex of either
+// case.
+func knownBySHAOf(sha []byte) *nativeScript {
+	if n, ok := knownBySHA[string(sha)]; ok || len(sha) != 40 {
+		return n
+	}
+	var lower [40]byte
+	for i, ch := range sha {
+		if 'A' <= ch && ch <= 'Z' {
+			ch += 'a' - 'A'
+		}
+		lower[i] = ch
+	}
+	return knownBySHA[string(lower[:])]
+}
 
 // lookup finds body's native implementation, if any.
 func (a *accel) lookup(body []byte) *nativeScript {
@@ -148,35 +172,125 @@ func (a *accel) pathOf(body []byte) string {
 	return "interpreter"
 }
 
-// call runs one command as the script's redis.call would. A native
-// script's commands are fixed: they exist, fit their arity and run for an
-// unrestricted caller (Call's other checks), and their arguments are the
-// batch's own or freshly made, so, unlike the interpreter's, need no copy
-// to outlive the call. Anything else takes Call's whole path.
+// RunNative runs a known script for the engine (engine.NativeScripts),
+// on the goroutine holding its key: each of its commands is parsed with
+// the command table and run on the held table through NativeRun.Do, and
+// counted when the run ends, as the interpreter's redis.call would be.
+func (s *Scripts) RunNative(id int64, r *engine.NativeRun) (engine.Reply, bool) {
+	n := knownByID[id]
+	if n == nil {
+		return engine.Reply{}, false // an id this build does not know
+	}
+	sr, _ := s.runs.Get().(*scriptRun)
+	if sr == nil {
+		sr = &scriptRun{s: s}
+		sr.timer = time.AfterFunc(time.Hour, sr.overThreshold)
+		sr.timer.Stop()
+	}
+	sr.native = r
+	start := monoNow()
+	rep, done := n.run(sr)
+	if done && len(sr.pending) > 0 {
+		// One clock reading for the run, shared by its calls: the native
+		// calls take a few hundred nanoseconds, less than two readings
+		// per call would add.
+		per := (monoNow() - start) / time.Duration(len(sr.pending))
+		for i := range sr.pending {
+			sr.pending[i].took = per
+		}
+	}
+	sr.settle(done && !r.Replaying())
+	sr.native = nil
+	s.runs.Put(sr)
+	if done {
+		s.accel.native.Add(1)
+		s.accel.counts[n.idx].native.Add(1)
+	} else {
+		s.accel.fallback.Add(1)
+		s.accel.counts[n.idx].fallback.Add(1)
+	}
+	return rep, done
+}
+
+// nativeCmd is a command a native script calls: its name as the script
+// writes it (never stored, so shared) and its row of the command table.
+type nativeCmd struct {
+	name []byte
+	row  *command
+}
+
+// The commands native scripts call, and the option words they send.
+var (
+	cGET     = &nativeCmd{name: []byte("GET")}
+	cSET     = &nativeCmd{name: []byte("SET")}
+	cINCR    = &nativeCmd{name: []byte("INCR")}
+	cINCRBY  = &nativeCmd{name: []byte("INCRBY")}
+	cPTTL    = &nativeCmd{name: []byte("PTTL")}
+	cEXPIRE  = &nativeCmd{name: []byte("EXPIRE")}
+	cPEXPIRE = &nativeCmd{name: []byte("PEXPIRE")}
+	cSETEX   = &nativeCmd{name: []byte("SETEX")}
+	cLRANGE  = &nativeCmd{name: []byte("LRANGE")}
+	cLINDEX  = &nativeCmd{name: []byte("LINDEX")}
+	cLPUSH   = &nativeCmd{name: []byte("LPUSH")}
+	cLTRIM   = &nativeCmd{name: []byte("LTRIM")}
+	cTIME    = &nativeCmd{name: []byte("TIME")}
+
+	wEX   = []byte("EX")
+	wPX   = []byte("PX")
+	wNX   = []byte("NX")
+	wZero = []byte("0") // LTRIM's start: parsed, never stored
+)
+
+// resolveNativeCmds finds the native commands' rows, once the command
+// table is built (its init).
+func resolveNativeCmds() {
+	for _, c := range []*nativeCmd{cGET, cSET, cINCR, cINCRBY, cPTTL, cEXPIRE, cPEXPIRE, cSETEX, cLRANGE, cLINDEX, cLPUSH, cLTRIM, cTIME} {
+		if c.row = lookupCommand(c.name); c.row == nil {
+			panic("server: a native script calls " + string(c.name) + ", which the command table lacks")
+		}
+	}
+}
+
+// call runs one of a native script's commands as its redis.call would:
+// parsed by the command's own parser, run on the held table. The commands
+// are fixed, so Call's checks (the command exists, fits its arity, may run
+// in a script) hold; the caller is unrestricted (the native path is not
+// taken for an ACL user); a read-only run refuses a write in Do.
 //
-// The arguments' list is copied into the run's own (parsers copy the
-// elements they keep, never the list), so that the variadic list stays on
-// the caller's stack.
-func (sr *scriptRun) call(args ...[]byte) engine.Reply {
-	cmd := lookupCommand(args[0])
-	if cmd == nil || cmd.parse == nil || len(sr.run.User) > 0 || cmd.flags&flagNoScript != 0 ||
-		(cmd.arity > 0 && len(args) != cmd.arity) || (cmd.arity < 0 && len(args) < -cmd.arity) ||
-		len(args) > len(sr.argv) {
-		return sr.Call(append([][]byte(nil), args...))
+// The arguments are the batch's own or freshly made, so they outlive the
+// call as the journal needs. Their list is copied into the run's own
+// (parsers copy the elements they keep, never the list), so that the
+// variadic list stays on the caller's stack.
+func (sr *scriptRun) call(c *nativeCmd, args ...[]byte) engine.Reply {
+	var argv [][]byte
+	if len(args) < len(sr.argv) {
+		argv = sr.argv[:1+copy(sr.argv[1:], args)]
+	} else {
+		argv = append(make([][]byte, 0, 1+len(args)), nil)
+		argv = append(argv, args...)
 	}
-	if sr.run.ReadOnly && cmd.flags&flagWrite != 0 {
-		// No subcommands here: nil keeps the variadic list on the stack.
-		return sr.reject(cmd, nil, engine.Reply{Kind: engine.ReplyError, Err: engine.ErrScriptReadOnly})
+	argv[0] = c.name
+	ec := &sr.cmd
+	*ec = engine.Command{}
+	if err := c.row.parseInto(ec, argv); err != nil {
+		r := rawErr(errorText(err))
+		sr.ran(c.row, argv, 0, r)
+		return r
 	}
-	return sr.exec(cmd, sr.argv[:copy(sr.argv[:], args)])
+	r := sr.native.Do(ec)
+	if r.Kind == engine.ReplyError {
+		r.Err = engine.RawError(errorText(r.Err))
+	}
+	sr.ran(c.row, argv, 0, r)
+	return r
 }
 
 // peek is call for a read the script does not make (the native code
 // looking ahead): not counted in the statistics nor shown to monitors,
 // which show the script's own commands.
-func (sr *scriptRun) peek(args ...[]byte) engine.Reply {
+func (sr *scriptRun) peek(c *nativeCmd, args ...[]byte) engine.Reply {
 	sr.quiet = true
-	r := sr.call(args...)
+	r := sr.call(c, args...)
 	sr.quiet = false
 	return r
 }
@@ -184,31 +298,8 @@ func (sr *scriptRun) peek(args ...[]byte) engine.Reply {
 // countTime accounts the TIME a script calls where its native code reads
 // the run's clock.
 func (sr *scriptRun) countTime() {
-	sr.ran(lookupCommand(wTIME), [][]byte{wTIME}, 0, engine.Reply{Kind: engine.ReplyArray})
+	sr.ran(cTIME.row, [][]byte{cTIME.name}, 0, engine.Reply{Kind: engine.ReplyArray})
 }
-
-// Command names and option words native scripts send: never stored, so
-// shared (values are made fresh: a stored value's bytes may be the
-// table's).
-var (
-	wGET     = []byte("GET")
-	wTIME    = []byte("TIME")
-	wSET     = []byte("SET")
-	wEX      = []byte("EX")
-	wPX      = []byte("PX")
-	wNX      = []byte("NX")
-	wINCR    = []byte("INCR")
-	wINCRBY  = []byte("INCRBY")
-	wPTTL    = []byte("PTTL")
-	wEXPIRE  = []byte("EXPIRE")
-	wPEXPIRE = []byte("PEXPIRE")
-	wSETEX   = []byte("SETEX")
-	wLRANGE  = []byte("LRANGE")
-	wLINDEX  = []byte("LINDEX")
-	wLPUSH   = []byte("LPUSH")
-	wLTRIM   = []byte("LTRIM")
-	wZero    = []byte("0") // LTRIM's start: parsed, never stored
-)
 
 // Lua's coercion of a string to a number, for the strings native
 // functions accept: plain decimals (an optional minus, digits, a point,
@@ -216,6 +307,9 @@ var (
 // spaces, inf and nan coerce too in Lua, but send the script to the
 // interpreter here.
 func luaDecimal(b []byte) (float64, bool) {
+	if f, ok := smallInteger(b); ok {
+		return f, true
+	}
 	i := 0
 	if i < len(b) && b[i] == '-' {
 		i++
@@ -255,15 +349,43 @@ func luaDecimal(b []byte) (float64, bool) {
 	return f, true
 }
 
+// smallInteger reads the common argument, a plain integer of up to 15
+// digits, without the general parser: such an integer is exact as a
+// double, so strtod would give the same.
+func smallInteger(b []byte) (float64, bool) {
+	if len(b) == 0 || len(b) > 15 {
+		return 0, false
+	}
+	var n int64
+	for _, ch := range b {
+		if ch < '0' || ch > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(ch-'0')
+	}
+	return float64(n), true
+}
+
 func intItem(n int64) engine.Reply   { return engine.Reply{Kind: engine.ReplyInt, Int: n} }
 func numItem(f float64) engine.Reply { return intItem(script.ReplyInteger(f)) }
-func strItem(f float64) engine.Reply {
-	return engine.Reply{Kind: engine.ReplyBulk, Str: script.NumberString(f)}
+
+// strItem is a Lua number in a script's reply, a bulk string as tostring
+// writes it, in the batch's memory.
+func (sr *scriptRun) strItem(f float64) engine.Reply {
+	var buf [32]byte
+	return engine.Reply{Kind: engine.ReplyBulk, Bulk: sr.native.Keep(script.AppendNumberString(buf[:0], f))}
+}
+
+// arg is a Lua number passed to redis.call (script.CallArg), in the
+// batch's memory, which outlives the run as the journal needs.
+func (sr *scriptRun) arg(f float64) []byte {
+	var buf [32]byte
+	return sr.native.Keep(script.AppendCallArg(buf[:0], f))
 }
 
 // redisRateArgs reads redis_rate's burst, rate, period and cost, as the
 // scripts' arithmetic coerces them, and the emission interval.
-func redisRateArgs(r *engine.ScriptRun) (burst, emission, cost float64, ok bool) {
+func redisRateArgs(r *engine.NativeRun) (burst, emission, cost float64, ok bool) {
 	if len(r.Keys) < 1 || len(r.Args) < 4 {
 		return 0, 0, 0, false
 	}
@@ -283,10 +405,10 @@ func redisRateArgs(r *engine.ScriptRun) (burst, emission, cost float64, ok bool)
 // plain number.
 func redisRateTAT(sr *scriptRun, key []byte) (now, tat float64, ok bool) {
 	const jan1st2017 = 1483228800
-	r := sr.run
+	r := sr.native
 	now = float64(r.Now/1e9-jan1st2017) + float64(r.Now%1e9/1e3)/1000000
 	sr.countTime() // the script's redis.call("TIME"), read from the run's clock
-	v, found, give := accelGetString(sr.call(wGET, key))
+	v, found, give := accelGetString(sr.call(cGET, key))
 	switch {
 	case give:
 		return 0, 0, false
@@ -307,14 +429,14 @@ func redisRateTAT(sr *scriptRun, key []byte) (now, tat float64, ok bool) {
 // whole seconds left, rounded up. false: the SET failed (EX out of range),
 // and, being the only write, changed nothing.
 func redisRateSet(sr *scriptRun, key []byte, newTat, resetAfter float64) bool {
-	set := sr.call(wSET, key, script.CallArg(newTat), wEX, script.CallArg(math.Ceil(resetAfter)))
+	set := sr.call(cSET, key, sr.arg(newTat), wEX, sr.arg(math.Ceil(resetAfter)))
 	return set.Kind != engine.ReplyError
 }
 
 // redisRateAllowN is go-redis/redis_rate's GCRA: the TAT is a Lua float
 // in a string, SET with EX of the whole seconds left.
 func redisRateAllowN(sr *scriptRun) (engine.Reply, bool) {
-	burst, emission, cost, ok := redisRateArgs(sr.run)
+	burst, emission, cost, ok := redisRateArgs(sr.native)
 	if !ok {
 		return engine.Reply{}, false
 	}
@@ -322,7 +444,7 @@ func redisRateAllowN(sr *scriptRun) (engine.Reply, bool) {
 	// (no fused multiply-add).
 	increment := float64(emission * cost)
 	burstOffset := float64(emission * burst)
-	key := sr.run.Keys[0]
+	key := sr.native.Keys[0]
 	now, tat, ok := redisRateTAT(sr, key)
 	if !ok {
 		return engine.Reply{}, false
@@ -333,25 +455,25 @@ func redisRateAllowN(sr *scriptRun) (engine.Reply, bool) {
 	remaining := diff / emission
 	if remaining < 0 {
 		return engine.Reply{Kind: engine.ReplyArray, Items: []engine.Reply{
-			intItem(0), intItem(0), strItem(diff * -1), strItem(tat - now)}}, true
+			intItem(0), intItem(0), sr.strItem(diff * -1), sr.strItem(tat - now)}}, true
 	}
 	resetAfter := newTat - now
 	if resetAfter > 0 && !redisRateSet(sr, key, newTat, resetAfter) {
 		return engine.Reply{}, false
 	}
 	return engine.Reply{Kind: engine.ReplyArray, Items: []engine.Reply{
-		numItem(cost), numItem(remaining), strItem(-1), strItem(resetAfter)}}, true
+		numItem(cost), numItem(remaining), sr.strItem(-1), sr.strItem(resetAfter)}}, true
 }
 
 // redisRateAllowAtMost is redis_rate's AllowAtMost: GCRA that grants what
 // is left when less than cost is, at least one.
 func redisRateAllowAtMost(sr *scriptRun) (engine.Reply, bool) {
-	burst, emission, cost, ok := redisRateArgs(sr.run)
+	burst, emission, cost, ok := redisRateArgs(sr.native)
 	if !ok {
 		return engine.Reply{}, false
 	}
 	burstOffset := float64(emission * burst)
-	key := sr.run.Keys[0]
+	key := sr.native.Keys[0]
 	now, tat, ok := redisRateTAT(sr, key)
 	if !ok {
 		return engine.Reply{}, false
@@ -360,7 +482,7 @@ func redisRateAllowAtMost(sr *scriptRun) (engine.Reply, bool) {
 	remaining := diff / emission
 	if remaining < 1 {
 		return engine.Reply{Kind: engine.ReplyArray, Items: []engine.Reply{
-			intItem(0), intItem(0), strItem(emission - diff), strItem(tat - now)}}, true
+			intItem(0), intItem(0), sr.strItem(emission - diff), sr.strItem(tat - now)}}, true
 	}
 	if remaining < cost {
 		cost, remaining = remaining, 0
@@ -373,13 +495,13 @@ func redisRateAllowAtMost(sr *scriptRun) (engine.Reply, bool) {
 		return engine.Reply{}, false
 	}
 	return engine.Reply{Kind: engine.ReplyArray, Items: []engine.Reply{
-		numItem(cost), numItem(remaining), strItem(-1), strItem(resetAfter)}}, true
+		numItem(cost), numItem(remaining), sr.strItem(-1), sr.strItem(resetAfter)}}, true
 }
 
 // rlflexIncrTTL is rate-limiter-flexible's counter: SET NX with EX, INCRBY,
 // and the PTTL (an EXPIRE when the key had none).
 func rlflexIncrTTL(sr *scriptRun) (engine.Reply, bool) {
-	r := sr.run
+	r := sr.native
 	if len(r.Keys) < 1 || len(r.Args) < 2 {
 		return engine.Reply{}, false
 	}
@@ -393,21 +515,21 @@ func rlflexIncrTTL(sr *scriptRun) (engine.Reply, bool) {
 		return engine.Reply{}, false
 	}
 	key := r.Keys[0]
-	if rep := sr.call(wSET, key, []byte("0"), wEX, r.Args[1], wNX); rep.Kind == engine.ReplyError {
+	if rep := sr.call(cSET, key, []byte("0"), wEX, r.Args[1], wNX); rep.Kind == engine.ReplyError {
 		return engine.Reply{}, false
 	}
-	consumed := sr.call(wINCRBY, key, r.Args[0])
+	consumed := sr.call(cINCRBY, key, r.Args[0])
 	if consumed.Kind != engine.ReplyInt {
 		// Only when the key was there already (SET NX wrote nothing).
 		return engine.Reply{}, false
 	}
-	ttl := sr.call(wPTTL, key)
+	ttl := sr.call(cPTTL, key)
 	if ttl.Kind != engine.ReplyInt {
 		return engine.Reply{}, false
 	}
 	out := intItem(ttl.Int)
 	if ttl.Int == -1 {
-		sr.call(wEXPIRE, key, r.Args[1])
+		sr.call(cEXPIRE, key, r.Args[1])
 		out = numItem(float64(1000 * float64(secs)))
 	}
 	// consumed is a Lua number in the script: above 2^53 it is rounded.
@@ -417,7 +539,7 @@ func rlflexIncrTTL(sr *scriptRun) (engine.Reply, bool) {
 // rateLimitRedisIncrement is rate-limit-redis's fixed window: a new
 // window is SET 1 PX windowMs, a running one INCR.
 func rateLimitRedisIncrement(sr *scriptRun) (engine.Reply, bool) {
-	r := sr.run
+	r := sr.native
 	if len(r.Keys) < 1 || len(r.Args) < 1 {
 		return engine.Reply{}, false
 	}
@@ -426,17 +548,17 @@ func rateLimitRedisIncrement(sr *scriptRun) (engine.Reply, bool) {
 		return engine.Reply{}, false
 	}
 	key := r.Keys[0]
-	ttl := sr.call(wPTTL, key)
+	ttl := sr.call(cPTTL, key)
 	if ttl.Kind != engine.ReplyInt {
 		return engine.Reply{}, false
 	}
 	if ttl.Int <= 0 {
-		if rep := sr.call(wSET, key, []byte("1"), wPX, script.CallArg(window)); rep.Kind == engine.ReplyError {
+		if rep := sr.call(cSET, key, []byte("1"), wPX, sr.arg(window)); rep.Kind == engine.ReplyError {
 			return engine.Reply{}, false
 		}
 		return engine.Reply{Kind: engine.ReplyArray, Items: []engine.Reply{intItem(1), numItem(window)}}, true
 	}
-	hits := sr.call(wINCR, key)
+	hits := sr.call(cINCR, key)
 	if hits.Kind != engine.ReplyInt {
 		return engine.Reply{}, false // nothing was written
 	}

@@ -64,7 +64,7 @@ func callInt(f float64) ([]byte, bool) {
 // that double converted back: beyond 2^53 the reply is rounded as Redis's
 // is.
 func limitsIncrExpire(sr *scriptRun) (engine.Reply, bool) {
-	r := sr.run
+	r := sr.native
 	if len(r.Keys) < 1 || len(r.Args) < 2 {
 		return engine.Reply{}, false
 	}
@@ -83,7 +83,7 @@ func limitsIncrExpire(sr *scriptRun) (engine.Reply, bool) {
 		return engine.Reply{}, false
 	}
 	key := r.Keys[0]
-	cur := sr.call(wINCRBY, key, incr)
+	cur := sr.call(cINCRBY, key, incr)
 	if cur.Kind != engine.ReplyInt {
 		// Another type, not an integer, an overflow, a read-only run:
 		// INCRBY failed and wrote nothing.
@@ -91,7 +91,7 @@ func limitsIncrExpire(sr *scriptRun) (engine.Reply, bool) {
 	}
 	current := float64(cur.Int)
 	if current == amount {
-		sr.call(wEXPIRE, key, r.Args[0])
+		sr.call(cEXPIRE, key, r.Args[0])
 	}
 	return numItem(current), true
 }
@@ -124,7 +124,7 @@ func limitsIncrExpire(sr *scriptRun) (engine.Reply, bool) {
 // returned table {nil, a} is an empty array (Lua's length stops at the
 // first nil), otherwise both numbers become integers, truncated.
 func limitsMovingWindow(sr *scriptRun) (engine.Reply, bool) {
-	r := sr.run
+	r := sr.native
 	if len(r.Keys) < 1 || len(r.Args) < 2 {
 		return engine.Reply{}, false
 	}
@@ -136,7 +136,7 @@ func limitsMovingWindow(sr *scriptRun) (engine.Reply, bool) {
 	if !ok {
 		return engine.Reply{}, false // LRANGE would fail
 	}
-	items := sr.call(wLRANGE, r.Keys[0], wZero, end)
+	items := sr.call(cLRANGE, r.Keys[0], wZero, end)
 	if items.Kind != engine.ReplyArray {
 		return engine.Reply{}, false // another type
 	}
@@ -210,7 +210,7 @@ func limitsMovingWindow(sr *scriptRun) (engine.Reply, bool) {
 //     An expiry <= 0 deletes the key, as on Redis.
 //   - true is the integer 1, false a nil bulk.
 func limitsAcquireMovingWindow(sr *scriptRun) (engine.Reply, bool) {
-	r := sr.run
+	r := sr.native
 	if len(r.Keys) < 1 || len(r.Args) < 4 {
 		return engine.Reply{}, false
 	}
@@ -233,7 +233,7 @@ func limitsAcquireMovingWindow(sr *scriptRun) (engine.Reply, bool) {
 		return engine.Reply{}, false // -0 (expiry "-0"), which EXPIRE refuses
 	}
 	key := r.Keys[0]
-	entry := sr.call(wLINDEX, key, index)
+	entry := sr.call(cLINDEX, key, index)
 	switch entry.Kind {
 	case engine.ReplyNil: // false: no entry there
 	case engine.ReplyBulk:
@@ -247,18 +247,16 @@ func limitsAcquireMovingWindow(sr *scriptRun) (engine.Reply, bool) {
 	default:
 		return engine.Reply{}, false // another type
 	}
-	ts := script.CallArg(timestamp)
-	push := make([][]byte, 2+int(amount))
-	push[0], push[1] = wLPUSH, key
-	for i := 2; i < len(push); i++ {
+	ts := sr.arg(timestamp)
+	push := make([][]byte, 1+int(amount))
+	push[0] = key
+	for i := 1; i < len(push); i++ {
 		push[i] = ts
 	}
-	// Call's whole path, which copies the arguments: the values, one
-	// slice amount times over, are stored.
-	if rep := sr.Call(push); rep.Kind != engine.ReplyInt {
+	if rep := sr.call(cLPUSH, push...); rep.Kind != engine.ReplyInt {
 		return engine.Reply{}, false // refused (a read-only run): nothing written
 	}
-	sr.call(wLTRIM, key, wZero, stop)
-	sr.call(wEXPIRE, key, secs)
+	sr.call(cLTRIM, key, wZero, stop)
+	sr.call(cEXPIRE, key, secs)
 	return intItem(1), true
 }

@@ -5,7 +5,6 @@ import (
 	"math"
 
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/server/script"
 )
 
 // More accelerated scripts (registered in knownScripts): ulule/limiter's
@@ -72,7 +71,7 @@ const accelMaxExpireMS = 1e12
 //   - The reply's numbers are Lua numbers: ret through a double (rounded
 //     above 2^53), ttl truncated toward zero ("-1.5" answers -1).
 func ululeIncr(sr *scriptRun) (engine.Reply, bool) {
-	r := sr.run
+	r := sr.native
 	if len(r.Keys) < 1 || len(r.Args) < 2 {
 		return accelGiveUp, false // KEYS[1] or an ARGV nil: Lua errors
 	}
@@ -90,18 +89,18 @@ func ululeIncr(sr *scriptRun) (engine.Reply, bool) {
 		}
 	}
 	key := r.Keys[0]
-	ret := sr.call(wINCRBY, key, r.Args[0])
+	ret := sr.call(cINCRBY, key, r.Args[0])
 	if ret.Kind != engine.ReplyInt {
 		return accelGiveUp, false // the error came before any write
 	}
 	cur := float64(ret.Int)
 	if cur == float64(n) {
 		if ttl > 0 {
-			sr.call(wPEXPIRE, key, r.Args[1]) // cannot fail: checked above, and the key is there
+			sr.call(cPEXPIRE, key, r.Args[1]) // cannot fail: checked above, and the key is there
 		}
 		return accelPair(numItem(cur), numItem(ttl)), true
 	}
-	pttl := sr.call(wPTTL, key)
+	pttl := sr.call(cPTTL, key)
 	if pttl.Kind != engine.ReplyInt {
 		return accelGiveUp, false // PTTL cannot fail; never reached
 	}
@@ -114,12 +113,12 @@ func ululeIncr(sr *scriptRun) (engine.Reply, bool) {
 // a nil from tonumber would end the array: an empty reply), and on
 // another type (GET's error).
 func ululePeek(sr *scriptRun) (engine.Reply, bool) {
-	r := sr.run
+	r := sr.native
 	if len(r.Keys) < 1 {
 		return accelGiveUp, false
 	}
 	key := r.Keys[0]
-	v, ok, give := accelGetString(sr.call(wGET, key))
+	v, ok, give := accelGetString(sr.call(cGET, key))
 	if give {
 		return accelGiveUp, false
 	}
@@ -130,7 +129,7 @@ func ululePeek(sr *scriptRun) (engine.Reply, bool) {
 	if !ok {
 		return accelGiveUp, false
 	}
-	pttl := sr.call(wPTTL, key)
+	pttl := sr.call(cPTTL, key)
 	if pttl.Kind != engine.ReplyInt {
 		return accelGiveUp, false
 	}
@@ -147,12 +146,12 @@ func ululePeek(sr *scriptRun) (engine.Reply, bool) {
 // must be a positive integer (else an error, and the script's); SETEX is
 // the only write, so when it fails anyway nothing has changed.
 func throttledCAS(sr *scriptRun) (engine.Reply, bool) {
-	r := sr.run
+	r := sr.native
 	if len(r.Keys) < 1 {
 		return accelGiveUp, false
 	}
 	key := r.Keys[0]
-	v, ok, give := accelGetString(sr.call(wGET, key))
+	v, ok, give := accelGetString(sr.call(cGET, key))
 	if give {
 		return accelGiveUp, false
 	}
@@ -168,7 +167,7 @@ func throttledCAS(sr *scriptRun) (engine.Reply, bool) {
 	if secs, err := engine.ParseInt64(r.Args[2]); err != nil || secs <= 0 || secs > 1e9 {
 		return accelGiveUp, false
 	}
-	if rep := sr.call(wSETEX, key, r.Args[2], r.Args[1]); rep.Kind == engine.ReplyError {
+	if rep := sr.call(cSETEX, key, r.Args[2], r.Args[1]); rep.Kind == engine.ReplyError {
 		return accelGiveUp, false
 	}
 	return intItem(1), true
@@ -210,7 +209,7 @@ const fastifyMaxSafeInteger = 1<<53 - 1
 //   - INCR fails (another type, a value that is not an integer, overflow,
 //     a read-only run) before it writes: still in time to give up.
 func fastifyIncr(sr *scriptRun) (engine.Reply, bool) {
-	r := sr.run
+	r := sr.native
 	if len(r.Keys) < 1 || len(r.Args) < 2 {
 		return accelGiveUp, false // tonumber(nil) is an error
 	}
@@ -219,7 +218,7 @@ func fastifyIncr(sr *scriptRun) (engine.Reply, bool) {
 	if !ok1 || !ok2 || window < -accelMaxExpireMS || window > accelMaxExpireMS {
 		return accelGiveUp, false
 	}
-	windowArg := script.CallArg(window)
+	windowArg := sr.arg(window)
 	if _, err := engine.ParseInt64(windowArg); err != nil {
 		return accelGiveUp, false
 	}
@@ -234,7 +233,7 @@ func fastifyIncr(sr *scriptRun) (engine.Reply, bool) {
 		// takes: read the counter first to know what INCR will answer (it
 		// parses the value as ParseInt64 does), and give up while nothing
 		// is written.
-		v, ok, give := accelGetString(sr.peek(wGET, key))
+		v, ok, give := accelGetString(sr.peek(cGET, key))
 		if give {
 			return accelGiveUp, false
 		}
@@ -250,7 +249,7 @@ func fastifyIncr(sr *scriptRun) (engine.Reply, bool) {
 			return accelGiveUp, false
 		}
 	}
-	incr := sr.call(wINCR, key)
+	incr := sr.call(cINCR, key)
 	if incr.Kind != engine.ReplyInt {
 		return accelGiveUp, false // the error came before any write
 	}
@@ -258,13 +257,13 @@ func fastifyIncr(sr *scriptRun) (engine.Reply, bool) {
 	out := window
 	switch {
 	case current == 1 || (continueExceeding && current > max):
-		sr.call(wPEXPIRE, key, windowArg) // cannot fail: checked above, and the key is there
+		sr.call(cPEXPIRE, key, windowArg) // cannot fail: checked above, and the key is there
 	case backoff && current > max:
 		// Within accelMaxExpireMS: current is the one foreseen above.
 		out = fastifyBackoffWindow(window, max, current)
-		sr.call(wPEXPIRE, key, script.CallArg(out))
+		sr.call(cPEXPIRE, key, sr.arg(out))
 	default:
-		pttl := sr.call(wPTTL, key)
+		pttl := sr.call(cPTTL, key)
 		if pttl.Kind != engine.ReplyInt {
 			return accelGiveUp, false // PTTL cannot fail; never reached
 		}
@@ -296,12 +295,12 @@ func fastifyBackoffWindow(window, max, current float64) float64 {
 // Only reads: it gives up on a value that is not a plain decimal (a nil
 // from tonumber would end the array) and on another type.
 func fastifyRead(sr *scriptRun) (engine.Reply, bool) {
-	r := sr.run
+	r := sr.native
 	if len(r.Keys) < 1 {
 		return accelGiveUp, false
 	}
 	key := r.Keys[0]
-	v, ok, give := accelGetString(sr.call(wGET, key))
+	v, ok, give := accelGetString(sr.call(cGET, key))
 	if give {
 		return accelGiveUp, false
 	}
@@ -312,7 +311,7 @@ func fastifyRead(sr *scriptRun) (engine.Reply, bool) {
 	if !ok {
 		return accelGiveUp, false
 	}
-	pttl := sr.call(wPTTL, key)
+	pttl := sr.call(cPTTL, key)
 	if pttl.Kind != engine.ReplyInt {
 		return accelGiveUp, false
 	}
@@ -328,12 +327,12 @@ func fastifyRead(sr *scriptRun) (engine.Reply, bool) {
 // so the array keeps its two items: a nil bulk, then -2. Another type
 // is GET's error: the interpreter raises it.
 func rateLimitRedisGet(sr *scriptRun) (engine.Reply, bool) {
-	r := sr.run
+	r := sr.native
 	if len(r.Keys) < 1 {
 		return accelGiveUp, false
 	}
 	key := r.Keys[0]
-	v, ok, give := accelGetString(sr.call(wGET, key))
+	v, ok, give := accelGetString(sr.call(cGET, key))
 	if give {
 		return accelGiveUp, false
 	}
@@ -342,7 +341,7 @@ func rateLimitRedisGet(sr *scriptRun) (engine.Reply, bool) {
 		// A copy, as the Lua string is: the reply outlives the script.
 		hits = engine.Reply{Kind: engine.ReplyBulk, Str: string(v)}
 	}
-	pttl := sr.call(wPTTL, key)
+	pttl := sr.call(cPTTL, key)
 	if pttl.Kind != engine.ReplyInt {
 		return accelGiveUp, false
 	}

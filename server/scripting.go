@@ -87,9 +87,12 @@ type scriptRun struct {
 	cancel context.CancelFunc
 	timer  *time.Timer
 
-	cmd     engine.Command // the redis.call being run
-	argv    [8][]byte      // a native script's call's arguments (scriptRun.call)
-	monLine []byte         // MONITOR's line for a call, reused
+	cmd engine.Command // the redis.call being run
+	// native is a known script's run on the native path (RunNative),
+	// when run is nil.
+	native  *engine.NativeRun
+	argv    [8][]byte // a native script's call's arguments (scriptRun.call)
+	monLine []byte    // MONITOR's line for a call, reused
 
 	// A run's calls are accounted when it ends (pending, their arguments
 	// in pendArgs), or dropped: a native script gives up, and is run
@@ -113,24 +116,6 @@ func (s *Scripts) RunScript(r *engine.ScriptRun) engine.Reply {
 		sr = &scriptRun{s: s}
 		sr.timer = time.AfterFunc(time.Hour, sr.overThreshold)
 		sr.timer.Stop()
-	}
-	if len(r.User) == 0 && !s.accel.off.Load() {
-		// A known script runs natively (not for a restricted user: its
-		// checks are the interpreter's).
-		if n := s.accel.lookup(r.Body); n != nil {
-			sr.run = r
-			rep, done := n.run(sr)
-			sr.settle(done && !r.Stopped() && !r.Replaying())
-			sr.run = nil
-			if done {
-				s.accel.native.Add(1)
-				s.accel.counts[n.idx].native.Add(1)
-				s.runs.Put(sr)
-				return rep
-			}
-			s.accel.fallback.Add(1)
-			s.accel.counts[n.idx].fallback.Add(1)
-		}
 	}
 	s.accel.lua.Add(1)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -381,7 +366,7 @@ func (sr *scriptRun) note(p pendingCall, args [][]byte) {
 		return
 	}
 	if len(sr.pending) >= maxPendingCalls {
-		sr.settle(!sr.run.Replaying())
+		sr.settle(!sr.replaying())
 	}
 	p.nargs = len(args)
 	for _, a := range args {
@@ -389,6 +374,14 @@ func (sr *scriptRun) note(p pendingCall, args [][]byte) {
 		sr.pendArgs = append(sr.pendArgs, a...)
 	}
 	sr.pending = append(sr.pending, p)
+}
+
+// replaying reports whether the run redoes a journal at start-up.
+func (sr *scriptRun) replaying() bool {
+	if sr.native != nil {
+		return sr.native.Replaying()
+	}
+	return sr.run.Replaying()
 }
 
 // settle accounts the pending calls (keep: the run counts) or drops them
@@ -570,12 +563,16 @@ func prepareEval(cl *client, c *engine.Command) error {
 	if u := cl.user.rules.Load(); !u.allCommands || !u.allKeys {
 		c.Key = []byte(u.name)
 	}
+	var known *nativeScript
 	if c.N[3] == shaBody {
 		c.N[3] = 0
 		body, ok := lua.Body(string(c.Value))
 		if !ok {
 			return errNoScript
 		}
+		// The cached body has this SHA1: looked up by it, not by the
+		// body, which is longer to hash.
+		known = knownBySHAOf(c.Value)
 		c.Value = body
 	} else {
 		sha, err := lua.Load(c.Value)
@@ -583,15 +580,21 @@ func prepareEval(cl *client, c *engine.Command) error {
 			return err // a whole error line
 		}
 		c.Value, _ = lua.Body(sha)
+		known = s.scripts.accel.lookup(c.Value)
 	}
 	flags, err := lua.Flags(c.Value)
 	if err != nil {
 		return engine.RawError("ERR " + err.Error())
 	}
 	if !flags.Shebang {
-		if len(c.Key) == 0 && s.scripts.accel.lookup(c.Value) != nil {
-			// A known limiter script: it touches KEYS[1] alone.
+		if n := known; n != nil && len(c.Key) == 0 {
+			// A known limiter script: it touches KEYS[1] alone, and, unless
+			// acceleration is off, runs as Go code (its id marks the EVAL,
+			// so every node and every replay takes the same path).
 			c.N[0] |= engine.ScriptOwnKeys
+			if !s.scripts.accel.off.Load() {
+				c.N[engine.NativeAt] = n.id
+			}
 		}
 		return nil
 	}

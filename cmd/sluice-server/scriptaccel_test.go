@@ -19,14 +19,16 @@ import (
 //   - A three-node group whose members differ in script-acceleration (the
 //     leader and one follower native, one follower interpreted): each
 //     member runs every script from the log itself, so every member's
-//     state must be the same.
+//     state must be the same. The path travels in the entry (the leader
+//     marks a known script's EVAL with its id), so the follower whose own
+//     acceleration is off runs them natively too, and must say so.
 //   - Beside it, two standalone servers with appendfsync always, one native
 //     and one interpreted, sent the same commands: the same replies as the
 //     group's and the same state.
 //   - Every 50 steps, and at the end, all five states are compared.
-//   - Then the native follower is killed and comes back with acceleration
-//     off, so that it replays its log on the interpreter (the run is far
-//     below Raft's snapshot threshold: every entry is applied again); and the native
+//   - Then a follower is killed and comes back with acceleration off, and
+//     replays its log (the run is far below Raft's snapshot threshold:
+//     every entry is applied again); and the native
 //     standalone server is killed and restarted from its journal. Both must
 //     come back to the state they had.
 //
@@ -126,6 +128,9 @@ func TestAcceleratedScriptsReplicateAndRestart(t *testing.T) {
 	if scriptRunsNative(t, leader) == native0 {
 		t.Fatal("the leader ran no script natively")
 	}
+	if n := scriptRunsNative(t, sluicetest.DialRaw(t, "tcp", addr2)); n == 0 {
+		t.Fatal("the follower with acceleration off ran no entry natively: the leader's path did not travel in the log")
+	}
 
 	want := difftest.Dump(t, "tcp", addrI)
 	difftest.Compare(t, "the native server", difftest.Dump(t, "tcp", addrN), want, 0)
@@ -136,7 +141,7 @@ func TestAcceleratedScriptsReplicateAndRestart(t *testing.T) {
 		})
 	}
 
-	// The native follower replays its log on the interpreter.
+	// A follower replays its log with its acceleration off.
 	raftAddr := strings.Split(sluicetest.DialRaw(t, "tcp", addr3).Do(t, "CONFIG", "GET", "cluster-raft-addr"), "\r\n")[4]
 	killHard(t, cmd3)
 	addr3, _ = startBinary(t, member(d3, "no", "--cluster-raft-addr", raftAddr)...)
