@@ -366,6 +366,9 @@ type shardJob struct {
 	shard int
 	idx   []int32
 	buf   []byte // copies of values for bulk replies
+	// items are native scripts' reply arrays (NativeRun.Items), reused
+	// as buf is.
+	items []Reply
 	// scratch holds a collection's new contents while an op builds them.
 	scratch []byte
 	log     []ratelimit.SLEntry

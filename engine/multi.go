@@ -236,7 +236,12 @@ func (j *shardJob) runHere(t *shard.Table, c *Command, now int64) Reply {
 		j.here = x
 	}
 	x.e, x.b, x.now, x.rerun = j.e, j.b, now, false
-	x.tables[j.shard], x.jobs[j.shard], x.home = t, j, j
+	if x.tables[j.shard] != t {
+		// Set once: a job's run holds its one shard (a lookup costs less
+		// than an assignment).
+		x.tables[j.shard], x.jobs[j.shard] = t, j
+	}
+	x.home = j
 	r := x.apply(c)
 	if x.rerun {
 		// A script said to touch only its keys reached another shard,

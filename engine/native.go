@@ -44,8 +44,15 @@ type NativeRun struct {
 	ReadOnly bool
 
 	x    *heldRun
-	job  *shardJob // whose buffer Keep appends to (nil: find one)
+	job  *shardJob // whose buffers Keep and Items take from (nil: find one)
 	key1 [1][]byte
+	// hash0 is Keys[0]'s hash, computed when the hold was taken (every
+	// path to a script's hold hashes its keys, appendShards), so that the
+	// calls on that key do not hash it again.
+	hash0 uint64
+	// t0 and j0 are Keys[0]'s table and job (nil: no key).
+	t0 *shard.Table
+	j0 *shardJob
 }
 
 // Replaying reports whether the run redoes a journal at start-up, when
@@ -63,25 +70,55 @@ func (r *NativeRun) Do(c *Command) Reply {
 	case spec.Keys != KeysOne || len(c.Sub) > 0 || spec.Internal || spec.apply == nil:
 		return errReply(errUnknownOp)
 	}
+	x := r.x
+	if r.t0 != nil && sameSlice(c.Key, r.Keys[0]) {
+		// The script's own key, its shard found once for the run.
+		c.hash = r.hash0
+		x.reply = r.j0.apply(r.t0, c, x.now)
+		x.changed(r.j0.shard, c, &x.reply)
+		return x.reply
+	}
 	c.hash = shard.Hash(c.Key)
-	if r.x.tables[r.x.e.shardOf(c.hash)] == nil {
+	if x.tables[x.e.shardOf(c.hash)] == nil {
 		// Known scripts touch their declared keys alone, which the hold
 		// covers; this would be a bug in a native function.
 		return errReply(errScriptStrayKey)
 	}
-	return r.x.run(c)
+	return x.run(c)
 }
 
 // Keep copies b into the batch's memory for a reply's bulk string: valid
 // as long as the batch's replies are, with no allocation of its own.
-func (r *NativeRun) Keep(b []byte) []byte {
+func (r *NativeRun) Keep(b []byte) []byte { return r.home().copyOut(b) }
+
+// Items returns n replies for a reply array's items, in the batch's memory
+// like Keep's.
+func (r *NativeRun) Items(n int) []Reply {
+	j := r.home()
+	if len(j.items)+n > cap(j.items) {
+		// A new block; the replies already handed out keep the old one.
+		j.items = make([]Reply, 0, max(64, 2*cap(j.items), n))
+	}
+	start := len(j.items)
+	j.items = j.items[:start+n]
+	items := j.items[start : start+n : start+n]
+	clear(items)
+	return items
+}
+
+func (r *NativeRun) home() *shardJob {
 	if r.job == nil {
 		for _, j := range r.x.jobs {
 			r.job = j // any held shard's job: the batch keeps them all
 			break
 		}
 	}
-	return r.job.copyOut(b)
+	return r.job
+}
+
+// sameSlice reports whether a and b are the same bytes in memory.
+func sameSlice(a, b []byte) bool {
+	return len(a) == len(b) && len(a) > 0 && &a[0] == &b[0]
 }
 
 // native runs c, an OpEval marked with a known script's id, as Go code;
@@ -99,6 +136,11 @@ func (x *heldRun) native(c *Command) (Reply, bool) {
 	}
 	for i := range c.Sub {
 		r.Keys = append(r.Keys, c.Sub[i].Key)
+	}
+	if len(c.Sub) > 0 {
+		r.hash0 = c.Sub[0].hash
+		s := x.e.shardOf(r.hash0)
+		r.t0, r.j0 = x.tables[s], x.jobs[s]
 	}
 	rep, done := n.RunNative(c.N[NativeAt], r)
 	r.x = nil

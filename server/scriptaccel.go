@@ -235,10 +235,13 @@ var (
 	cLTRIM   = &nativeCmd{name: []byte("LTRIM")}
 	cTIME    = &nativeCmd{name: []byte("TIME")}
 
-	wEX   = []byte("EX")
-	wPX   = []byte("PX")
-	wNX   = []byte("NX")
-	wZero = []byte("0") // LTRIM's start: parsed, never stored
+	wEX = []byte("EX")
+	wPX = []byte("PX")
+	wNX = []byte("NX")
+	// Values the scripts store: read-only, shared (SET copies a value
+	// into the table; the journal reads it).
+	wZero = []byte("0")
+	wOne  = []byte("1")
 )
 
 // resolveNativeCmds finds the native commands' rows, once the command
@@ -376,6 +379,13 @@ func (sr *scriptRun) strItem(f float64) engine.Reply {
 	return engine.Reply{Kind: engine.ReplyBulk, Bulk: sr.native.Keep(script.AppendNumberString(buf[:0], f))}
 }
 
+// array is a script's reply table, its items in the batch's memory.
+func (sr *scriptRun) array(items ...engine.Reply) engine.Reply {
+	out := sr.native.Items(len(items))
+	copy(out, items)
+	return engine.Reply{Kind: engine.ReplyArray, Items: out}
+}
+
 // arg is a Lua number passed to redis.call (script.CallArg), in the
 // batch's memory, which outlives the run as the journal needs.
 func (sr *scriptRun) arg(f float64) []byte {
@@ -454,15 +464,15 @@ func redisRateAllowN(sr *scriptRun) (engine.Reply, bool) {
 	diff := now - allowAt
 	remaining := diff / emission
 	if remaining < 0 {
-		return engine.Reply{Kind: engine.ReplyArray, Items: []engine.Reply{
-			intItem(0), intItem(0), sr.strItem(diff * -1), sr.strItem(tat - now)}}, true
+		return sr.array(
+			intItem(0), intItem(0), sr.strItem(diff*-1), sr.strItem(tat-now)), true
 	}
 	resetAfter := newTat - now
 	if resetAfter > 0 && !redisRateSet(sr, key, newTat, resetAfter) {
 		return engine.Reply{}, false
 	}
-	return engine.Reply{Kind: engine.ReplyArray, Items: []engine.Reply{
-		numItem(cost), numItem(remaining), sr.strItem(-1), sr.strItem(resetAfter)}}, true
+	return sr.array(
+		numItem(cost), numItem(remaining), sr.strItem(-1), sr.strItem(resetAfter)), true
 }
 
 // redisRateAllowAtMost is redis_rate's AllowAtMost: GCRA that grants what
@@ -481,8 +491,8 @@ func redisRateAllowAtMost(sr *scriptRun) (engine.Reply, bool) {
 	diff := now - (tat - burstOffset)
 	remaining := diff / emission
 	if remaining < 1 {
-		return engine.Reply{Kind: engine.ReplyArray, Items: []engine.Reply{
-			intItem(0), intItem(0), sr.strItem(emission - diff), sr.strItem(tat - now)}}, true
+		return sr.array(
+			intItem(0), intItem(0), sr.strItem(emission-diff), sr.strItem(tat-now)), true
 	}
 	if remaining < cost {
 		cost, remaining = remaining, 0
@@ -494,8 +504,8 @@ func redisRateAllowAtMost(sr *scriptRun) (engine.Reply, bool) {
 	if resetAfter > 0 && !redisRateSet(sr, key, newTat, resetAfter) {
 		return engine.Reply{}, false
 	}
-	return engine.Reply{Kind: engine.ReplyArray, Items: []engine.Reply{
-		numItem(cost), numItem(remaining), sr.strItem(-1), sr.strItem(resetAfter)}}, true
+	return sr.array(
+		numItem(cost), numItem(remaining), sr.strItem(-1), sr.strItem(resetAfter)), true
 }
 
 // rlflexIncrTTL is rate-limiter-flexible's counter: SET NX with EX, INCRBY,
@@ -515,7 +525,7 @@ func rlflexIncrTTL(sr *scriptRun) (engine.Reply, bool) {
 		return engine.Reply{}, false
 	}
 	key := r.Keys[0]
-	if rep := sr.call(cSET, key, []byte("0"), wEX, r.Args[1], wNX); rep.Kind == engine.ReplyError {
+	if rep := sr.call(cSET, key, wZero, wEX, r.Args[1], wNX); rep.Kind == engine.ReplyError {
 		return engine.Reply{}, false
 	}
 	consumed := sr.call(cINCRBY, key, r.Args[0])
@@ -533,7 +543,7 @@ func rlflexIncrTTL(sr *scriptRun) (engine.Reply, bool) {
 		out = numItem(float64(1000 * float64(secs)))
 	}
 	// consumed is a Lua number in the script: above 2^53 it is rounded.
-	return engine.Reply{Kind: engine.ReplyArray, Items: []engine.Reply{numItem(float64(consumed.Int)), out}}, true
+	return sr.array(numItem(float64(consumed.Int)), out), true
 }
 
 // rateLimitRedisIncrement is rate-limit-redis's fixed window: a new
@@ -553,15 +563,15 @@ func rateLimitRedisIncrement(sr *scriptRun) (engine.Reply, bool) {
 		return engine.Reply{}, false
 	}
 	if ttl.Int <= 0 {
-		if rep := sr.call(cSET, key, []byte("1"), wPX, sr.arg(window)); rep.Kind == engine.ReplyError {
+		if rep := sr.call(cSET, key, wOne, wPX, sr.arg(window)); rep.Kind == engine.ReplyError {
 			return engine.Reply{}, false
 		}
-		return engine.Reply{Kind: engine.ReplyArray, Items: []engine.Reply{intItem(1), numItem(window)}}, true
+		return sr.array(intItem(1), numItem(window)), true
 	}
 	hits := sr.call(cINCR, key)
 	if hits.Kind != engine.ReplyInt {
 		return engine.Reply{}, false // nothing was written
 	}
 	// totalHits is a Lua number in the script: above 2^53 it is rounded.
-	return engine.Reply{Kind: engine.ReplyArray, Items: []engine.Reply{numItem(float64(hits.Int)), intItem(ttl.Int)}}, true
+	return sr.array(numItem(float64(hits.Int)), intItem(ttl.Int)), true
 }

@@ -4,7 +4,6 @@ import (
 	"math"
 
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/server/script"
 )
 
 // The Python limits library's Redis scripts (limits 2.8.0,
@@ -38,8 +37,8 @@ func bulkBytes(r engine.Reply) []byte {
 
 // callInt is a Lua number as redis.call writes it (%.17g), when the
 // command that reads it as an integer (string2ll) would accept it.
-func callInt(f float64) ([]byte, bool) {
-	b := script.CallArg(f)
+func (sr *scriptRun) callInt(f float64) ([]byte, bool) {
+	b := sr.arg(f)
 	if _, err := engine.ParseInt64(b); err != nil {
 		return nil, false
 	}
@@ -72,7 +71,7 @@ func limitsIncrExpire(sr *scriptRun) (engine.Reply, bool) {
 	if !ok {
 		return engine.Reply{}, false
 	}
-	incr, ok := callInt(amount)
+	incr, ok := sr.callInt(amount)
 	if !ok {
 		return engine.Reply{}, false // INCRBY would fail, a script error
 	}
@@ -132,7 +131,7 @@ func limitsMovingWindow(sr *scriptRun) (engine.Reply, bool) {
 	if !ok {
 		return engine.Reply{}, false
 	}
-	end, ok := callInt(limit)
+	end, ok := sr.callInt(limit)
 	if !ok {
 		return engine.Reply{}, false // LRANGE would fail
 	}
@@ -169,7 +168,7 @@ func limitsMovingWindow(sr *scriptRun) (engine.Reply, bool) {
 	if n == 0 {
 		return empty, true
 	}
-	return engine.Reply{Kind: engine.ReplyArray, Items: []engine.Reply{numItem(oldest), intItem(int64(n))}}, true
+	return sr.array(numItem(oldest), intItem(int64(n))), true
 }
 
 // limitsAcquireMovingWindow is limits' moving window hit
@@ -226,9 +225,9 @@ func limitsAcquireMovingWindow(sr *scriptRun) (engine.Reply, bool) {
 		expiry != math.Trunc(expiry) || math.Abs(expiry) > limitsMaxExpiry {
 		return engine.Reply{}, false
 	}
-	index, ok5 := callInt(limit - amount)
-	stop, ok6 := callInt(limit - 1)
-	secs, ok7 := callInt(expiry)
+	index, ok5 := sr.callInt(limit - amount)
+	stop, ok6 := sr.callInt(limit - 1)
+	secs, ok7 := sr.callInt(expiry)
 	if !ok5 || !ok6 || !ok7 {
 		return engine.Reply{}, false // -0 (expiry "-0"), which EXPIRE refuses
 	}

@@ -36,10 +36,6 @@ func accelGetString(rep engine.Reply) (v []byte, ok, give bool) {
 	return nil, false, true
 }
 
-func accelPair(a, b engine.Reply) engine.Reply {
-	return engine.Reply{Kind: engine.ReplyArray, Items: []engine.Reply{a, b}}
-}
-
 // accelMaxExpireMS bounds the millisecond TTLs (either sign) the native code
 // passes to PEXPIRE: inside what Sluice's PEXPIRE accepts (|ms| up to
 // clock.Max/1e6, about 6.9e12 ms; Redis takes more, to LLONG_MAX - now,
@@ -98,13 +94,13 @@ func ululeIncr(sr *scriptRun) (engine.Reply, bool) {
 		if ttl > 0 {
 			sr.call(cPEXPIRE, key, r.Args[1]) // cannot fail: checked above, and the key is there
 		}
-		return accelPair(numItem(cur), numItem(ttl)), true
+		return sr.array(numItem(cur), numItem(ttl)), true
 	}
 	pttl := sr.call(cPTTL, key)
 	if pttl.Kind != engine.ReplyInt {
 		return accelGiveUp, false // PTTL cannot fail; never reached
 	}
-	return accelPair(numItem(cur), numItem(float64(pttl.Int))), true
+	return sr.array(numItem(cur), numItem(float64(pttl.Int))), true
 }
 
 // ululePeek is ulule/limiter's luaPeekScript: {0, 0} for a missing key,
@@ -123,7 +119,7 @@ func ululePeek(sr *scriptRun) (engine.Reply, bool) {
 		return accelGiveUp, false
 	}
 	if !ok {
-		return accelPair(intItem(0), intItem(0)), true
+		return sr.array(intItem(0), intItem(0)), true
 	}
 	f, ok := luaDecimal(v)
 	if !ok {
@@ -133,7 +129,7 @@ func ululePeek(sr *scriptRun) (engine.Reply, bool) {
 	if pttl.Kind != engine.ReplyInt {
 		return accelGiveUp, false
 	}
-	return accelPair(numItem(f), numItem(float64(pttl.Int))), true
+	return sr.array(numItem(f), numItem(float64(pttl.Int))), true
 }
 
 // throttledCAS is throttled's redisCASScript (goredisstore): GET; a
@@ -269,7 +265,7 @@ func fastifyIncr(sr *scriptRun) (engine.Reply, bool) {
 		}
 		out = float64(pttl.Int)
 	}
-	return accelPair(numItem(current), numItem(out)), true
+	return sr.array(numItem(current), numItem(out)), true
 }
 
 // fastifyBackoffWindow is the script's math.min(timeWindow * (2 ^
@@ -305,7 +301,7 @@ func fastifyRead(sr *scriptRun) (engine.Reply, bool) {
 		return accelGiveUp, false
 	}
 	if !ok {
-		return accelPair(intItem(0), intItem(0)), true
+		return sr.array(intItem(0), intItem(0)), true
 	}
 	f, ok := luaDecimal(v)
 	if !ok {
@@ -319,7 +315,7 @@ func fastifyRead(sr *scriptRun) (engine.Reply, bool) {
 	if ttl < 0 {
 		ttl = 0
 	}
-	return accelPair(numItem(f), intItem(ttl)), true
+	return sr.array(numItem(f), intItem(ttl)), true
 }
 
 // rateLimitRedisGet is rate-limit-redis's get: {GET key, PTTL key}. The
@@ -345,5 +341,5 @@ func rateLimitRedisGet(sr *scriptRun) (engine.Reply, bool) {
 	if pttl.Kind != engine.ReplyInt {
 		return accelGiveUp, false
 	}
-	return accelPair(hits, numItem(float64(pttl.Int))), true
+	return sr.array(hits, numItem(float64(pttl.Int))), true
 }
