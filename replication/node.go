@@ -19,6 +19,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -45,7 +46,7 @@ type Node struct {
 	trans *raft.NetworkTransport
 	auth  *peerAuth  // nil: plain TCP, loopback only
 	layer *authLayer // the transport's stream layer when auth is set
-	store *raftboltdb.BoltStore
+	store io.Closer  // the node's own raft-boltdb file; nil when the groups share one
 	fsm   *fsm
 
 	// origin tells this process's batch entries from everyone else's.
@@ -245,18 +246,25 @@ func (n *Node) openRaft() error {
 		return fmt.Errorf("replication: %w", err)
 	}
 
-	store, err := raftboltdb.New(raftboltdb.Options{
-		Path: filepath.Join(cfg.Dir, "raft.db"),
-		// NoFreelistSync: bbolt rebuilds the freelist on open instead of
-		// writing it on every commit, which keeps each log append small.
-		BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true},
-		NoSync:      cfg.NoSync,
-	})
-	if err != nil {
-		return fmt.Errorf("replication: open raft log in %s: %w", cfg.Dir, err)
+	var logStore raft.LogStore
+	var stable raft.StableStore
+	if cfg.log != nil {
+		logStore, stable = cfg.log, cfg.log
+	} else {
+		store, err := raftboltdb.New(raftboltdb.Options{
+			Path: filepath.Join(cfg.Dir, "raft.db"),
+			// NoFreelistSync: bbolt rebuilds the freelist on open instead of
+			// writing it on every commit, which keeps each log append small.
+			BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true},
+			NoSync:      cfg.NoSync,
+		})
+		if err != nil {
+			return fmt.Errorf("replication: open raft log in %s: %w", cfg.Dir, err)
+		}
+		n.store = store
+		logStore, stable = store, store
 	}
-	n.store = store
-	logs, err := raft.NewLogCache(logCacheSize, store)
+	logs, err := raft.NewLogCache(logCacheSize, logStore)
 	if err != nil {
 		return err
 	}
@@ -274,11 +282,11 @@ func (n *Node) openRaft() error {
 		n.log.Info("replication: raft transport authenticated", "mode", n.auth.mode(), "raft_addr", n.raftAddr)
 	}
 
-	existing, err := raft.HasExistingState(logs, store, snaps)
+	existing, err := raft.HasExistingState(logs, stable, snaps)
 	if err != nil {
 		return err
 	}
-	r, err := raft.NewRaft(rc, n.fsm, logs, store, snaps, trans)
+	r, err := raft.NewRaft(rc, n.fsm, logs, stable, snaps, trans)
 	if err != nil {
 		return fmt.Errorf("replication: start raft: %w", err)
 	}
