@@ -116,10 +116,6 @@ type Config struct {
 	// of listening itself.
 	slots  engine.SlotRange
 	stream raft.StreamLayer
-	// log, when set, is the group's log and stable store in the file the
-	// node's groups share (Groups; sharedlog.go), in place of a bbolt
-	// file of its own.
-	log *groupLog
 
 	// addressProvider, when set, overrides the address dialled for a
 	// member: tests route each link through a proxy they can cut.

@@ -34,12 +34,9 @@ import (
 // belong to different groups is refused with engine.ErrCrossSlot and
 // changes nothing, as Redis Cluster refuses keys in different slots.
 type Groups struct {
-	nodes   []*Node
-	engines []*engine.Engine
-	shared  *authLayer // nil with one group
-	// log is the file the groups' Raft logs share (nil with one group,
-	// or in a directory whose groups each have their own).
-	log      *sharedLog
+	nodes    []*Node
+	engines  []*engine.Engine
+	shared   *authLayer // nil with one group
 	replicas int
 	// maxMemory is the node's whole limit; each group's is its share.
 	maxMemory atomic.Int64
@@ -63,20 +60,9 @@ type GroupsConfig struct {
 	// voting seats are spread evenly. Default 2s; negative disables.
 	BalanceInterval time.Duration
 
-	// SeparateLogs gives each group a raft log file of its own rather
-	// than the one file the node's groups share (sharedlog.go): the
-	// layout before that, kept for the directories it made (found by
-	// their g0/raft.db) and for comparing the two.
-	SeparateLogs bool
-
 	// probe reports whether a member's client port answers (the
 	// balancer's liveness check); tests replace it. Default: a TCP dial.
 	probe func(clientAddr string) bool
-}
-
-func fileExists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
 }
 
 // DefaultReplicasPerGroup is GroupsConfig.Replicas's default.
@@ -85,7 +71,6 @@ const DefaultReplicasPerGroup = 3
 const (
 	defaultBalanceInterval = 2 * time.Second
 	groupsFile             = "groups"
-	sharedLogFile          = "groups-log.db" // in Dir, beside the groups' directories
 )
 
 // GroupSlots is the slot range of group g of n: the slots split as evenly
@@ -176,14 +161,6 @@ func OpenGroups(cfg Config, gc GroupsConfig, engines []*engine.Engine) (*Groups,
 		return nil, fmt.Errorf("replication: raft transport: %w", err)
 	}
 	gs.shared = shared
-	if gc.SeparateLogs || fileExists(filepath.Join(cfg.Dir, "g0", "raft.db")) {
-		// A directory made before the groups shared a file keeps its
-		// layout.
-		cfg.Logger.Info("replication: each group keeps its own raft log file", "groups", n)
-	} else if gs.log, err = openSharedLog(filepath.Join(cfg.Dir, sharedLogFile), cfg.NoSync); err != nil {
-		shared.Close()
-		return nil, fmt.Errorf("replication: open the groups' raft log: %w", err)
-	}
 	if auth != nil {
 		cfg.Logger.Info("replication: raft transport authenticated", "mode", auth.mode(), "raft_addr", shared.Addr().String(), "groups", n)
 	}
@@ -196,19 +173,10 @@ func OpenGroups(cfg Config, gc GroupsConfig, engines []*engine.Engine) (*Groups,
 		if g != 0 {
 			c.State = nil // group 0 replicates the users
 		}
-		var node *Node
-		if gs.log != nil {
-			c.log, err = gs.log.group(g)
-		}
-		if err == nil {
-			node, err = Open(c, engines[g])
-		}
+		node, err := Open(c, engines[g])
 		if err != nil {
 			for _, o := range gs.nodes {
 				_ = o.close(false)
-			}
-			if gs.log != nil {
-				_ = gs.log.close()
 			}
 			shared.Close()
 			return nil, fmt.Errorf("replication: group %d: %w", g, err)
@@ -236,9 +204,6 @@ func (gs *Groups) Close() error {
 			go func() { defer wg.Done(); errs[i] = n.Close() }()
 		}
 		wg.Wait()
-		if gs.log != nil {
-			errs = append(errs, gs.log.close()) // after every group: none writes now
-		}
 		if gs.shared != nil {
 			errs = append(errs, gs.shared.Close())
 		}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -30,14 +29,8 @@ type groupsNode struct {
 // every member. With balance set the balancer spreads the leaders.
 func startGroupsCluster(t testing.TB, size, groups int, balance bool, tweak func(*Config)) []*groupsNode {
 	t.Helper()
-	return startGroupsClusterWith(t, size, groups, balance, tweak, GroupsConfig{})
-}
-
-// startGroupsClusterWith is startGroupsCluster with gc's SeparateLogs.
-func startGroupsClusterWith(t testing.TB, size, groups int, balance bool, tweak func(*Config), base GroupsConfig) []*groupsNode {
-	t.Helper()
 	var nodes []*groupsNode
-	gc := GroupsConfig{BalanceInterval: -1, SeparateLogs: base.SeparateLogs}
+	gc := GroupsConfig{BalanceInterval: -1}
 	// The nodes' client addresses are names, not ports: a node is up
 	// while it is open.
 	var nodesMu sync.Mutex
@@ -255,18 +248,17 @@ func TestGroupsBalanceLeaders(t *testing.T) {
 func BenchmarkGroupsDecisions(b *testing.B) {
 	for _, fsync := range []bool{true, false} {
 		for _, clients := range []int{50, 200} {
-			for _, groups := range []string{"1", "3", "3-separate-logs"} {
-				b.Run(fmt.Sprintf("fsync=%v/clients=%d/groups=%s", fsync, clients, groups), func(b *testing.B) {
-					n, _ := strconv.Atoi(groups[:1])
-					benchGroups(b, n, clients, 16, !fsync, GroupsConfig{SeparateLogs: len(groups) > 1})
+			for _, groups := range []int{1, 3} {
+				b.Run(fmt.Sprintf("fsync=%v/clients=%d/groups=%d", fsync, clients, groups), func(b *testing.B) {
+					benchGroups(b, groups, clients, 16, !fsync)
 				})
 			}
 		}
 	}
 }
 
-func benchGroups(b *testing.B, groups, clients, pipeline int, noSync bool, gc GroupsConfig) {
-	nodes := startGroupsClusterWith(b, 3, groups, false, func(cfg *Config) { cfg.Logger = slog.New(slog.DiscardHandler); cfg.NoSync = noSync }, gc)
+func benchGroups(b *testing.B, groups, clients, pipeline int, noSync bool) {
+	nodes := startGroupsCluster(b, 3, groups, false, func(cfg *Config) { cfg.Logger = slog.New(slog.DiscardHandler); cfg.NoSync = noSync })
 	// Each node leads one group: hand groups over from the first.
 	for g := 1; g < groups; g++ {
 		to := nodes[g]
@@ -328,17 +320,6 @@ func benchGroups(b *testing.B, groups, clients, pipeline int, noSync bool, gc Gr
 	}
 	if entries > 0 {
 		b.ReportMetric(float64(commands)/float64(entries), "decisions/entry")
-	}
-	var commits, written int64
-	for _, n := range nodes {
-		if n.log != nil {
-			commits += n.log.commits.Load()
-			written += n.log.written.Load()
-		}
-	}
-	if commits > 0 {
-		// How many groups' writes a shared log's commit carried.
-		b.ReportMetric(float64(written)/float64(commits), "writes/commit")
 	}
 }
 

@@ -19,7 +19,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -46,7 +45,7 @@ type Node struct {
 	trans *raft.NetworkTransport
 	auth  *peerAuth  // nil: plain TCP, loopback only
 	layer *authLayer // the transport's stream layer when auth is set
-	store io.Closer  // the node's own raft-boltdb file; nil when the groups share one
+	store *raftboltdb.BoltStore
 	fsm   *fsm
 
 	// origin tells this process's batch entries from everyone else's.
@@ -246,25 +245,18 @@ func (n *Node) openRaft() error {
 		return fmt.Errorf("replication: %w", err)
 	}
 
-	var logStore raft.LogStore
-	var stable raft.StableStore
-	if cfg.log != nil {
-		logStore, stable = cfg.log, cfg.log
-	} else {
-		store, err := raftboltdb.New(raftboltdb.Options{
-			Path: filepath.Join(cfg.Dir, "raft.db"),
-			// NoFreelistSync: bbolt rebuilds the freelist on open instead of
-			// writing it on every commit, which keeps each log append small.
-			BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true},
-			NoSync:      cfg.NoSync,
-		})
-		if err != nil {
-			return fmt.Errorf("replication: open raft log in %s: %w", cfg.Dir, err)
-		}
-		n.store = store
-		logStore, stable = store, store
+	store, err := raftboltdb.New(raftboltdb.Options{
+		Path: filepath.Join(cfg.Dir, "raft.db"),
+		// NoFreelistSync: bbolt rebuilds the freelist on open instead of
+		// writing it on every commit, which keeps each log append small.
+		BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true},
+		NoSync:      cfg.NoSync,
+	})
+	if err != nil {
+		return fmt.Errorf("replication: open raft log in %s: %w", cfg.Dir, err)
 	}
-	logs, err := raft.NewLogCache(logCacheSize, logStore)
+	n.store = store
+	logs, err := raft.NewLogCache(logCacheSize, store)
 	if err != nil {
 		return err
 	}
@@ -282,11 +274,11 @@ func (n *Node) openRaft() error {
 		n.log.Info("replication: raft transport authenticated", "mode", n.auth.mode(), "raft_addr", n.raftAddr)
 	}
 
-	existing, err := raft.HasExistingState(logs, stable, snaps)
+	existing, err := raft.HasExistingState(logs, store, snaps)
 	if err != nil {
 		return err
 	}
-	r, err := raft.NewRaft(rc, n.fsm, logs, stable, snaps, trans)
+	r, err := raft.NewRaft(rc, n.fsm, logs, store, snaps, trans)
 	if err != nil {
 		return fmt.Errorf("replication: start raft: %w", err)
 	}
