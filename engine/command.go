@@ -192,7 +192,7 @@ func (b *Batch) Reset() {
 	for i := range b.jobs {
 		b.jobs[i].idx = b.jobs[i].idx[:0]
 		b.jobs[i].buf = b.jobs[i].buf[:0]
-		b.jobs[i].items = b.jobs[i].items[:0]
+		b.jobs[i].resetItems()
 	}
 }
 

@@ -78,6 +78,9 @@ func (r *NativeRun) Do(c *Command) Reply {
 		x.changed(r.j0.shard, c, &x.reply)
 		return x.reply
 	}
+	if slots := x.e.cfg.Slots; slots != (SlotRange{}) && !slots.Holds(KeySlot(c.Key)) {
+		return errReply(ErrNonLocalKey)
+	}
 	c.hash = shard.Hash(c.Key)
 	if x.tables[x.e.shardOf(c.hash)] == nil {
 		// Known scripts touch their declared keys alone, which the hold
@@ -151,4 +154,19 @@ func (x *heldRun) native(c *Command) (Reply, bool) {
 func nativesOf(r ScriptRunner) NativeScripts {
 	n, _ := r.(NativeScripts)
 	return n
+}
+
+// maxKeptItems bounds the reply items a shard job keeps for the next
+// batch: a pipeline of many scripts leaves no block that size behind.
+const maxKeptItems = 1024
+
+// resetItems empties the job's reply items for the next batch, letting go
+// of what the old replies pointed to.
+func (j *shardJob) resetItems() {
+	if cap(j.items) > maxKeptItems {
+		j.items = nil
+		return
+	}
+	clear(j.items)
+	j.items = j.items[:0]
 }

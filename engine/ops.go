@@ -213,9 +213,10 @@ func (s *OpSpec) takesReqID() bool {
 func (c *Command) KeyspaceWide() bool { return c.Op.spec().Keys == KeysAll }
 
 // EachKey calls f with every key the command names: its own, its
-// multi-key parts', and for EXEC its queued commands'.
+// multi-key parts', and for EXEC its queued commands'. A script's Key is
+// not a key but the ACL user it runs as; its keys are its parts.
 func (c *Command) EachKey(f func(key []byte)) {
-	if len(c.Key) > 0 {
+	if len(c.Key) > 0 && !c.Op.spec().coordinated {
 		f(c.Key)
 	}
 	for i := range c.Sub {

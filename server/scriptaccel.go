@@ -200,7 +200,9 @@ func (s *Scripts) RunNative(id int64, r *engine.NativeRun) (engine.Reply, bool) 
 		}
 	}
 	sr.settle(done && !r.Replaying())
-	sr.native = nil
+	// Pooled: it must not keep the last call's bytes (a read buffer, a
+	// Raft entry) alive.
+	sr.native, sr.argv, sr.cmd = nil, [8][]byte{}, engine.Command{}
 	s.runs.Put(sr)
 	if done {
 		s.accel.native.Add(1)

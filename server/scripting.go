@@ -580,7 +580,7 @@ func prepareEval(cl *client, c *engine.Command) error {
 			return err // a whole error line
 		}
 		c.Value, _ = lua.Body(sha)
-		known = s.scripts.accel.lookup(c.Value)
+		known = knownBySHAOf([]byte(sha))
 	}
 	flags, err := lua.Flags(c.Value)
 	if err != nil {
