@@ -375,3 +375,20 @@ func isConnError(err error) bool {
 	return strings.Contains(s, "connection reset") || strings.Contains(s, "EOF") || strings.Contains(s, "broken pipe") ||
 		strings.Contains(s, "connection refused") || strings.Contains(s, "use of closed")
 }
+
+// TestJoinerWithOtherGroupCountRefused: a node told --cluster-groups 2
+// that joins a cluster of 3 groups stops with an error naming both
+// counts, rather than starting 2 groups that do not match the cluster's.
+func TestJoinerWithOtherGroupCountRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two servers")
+	}
+	addr1, _ := startBinary(t, "--dir", t.TempDir(), "--cluster-enabled", "yes", "--cluster-bootstrap", "yes", "--cluster-groups", "3")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, sluicetest.Binary(t), "--dir", t.TempDir(), "--port", "auto", "--cluster-enabled", "yes",
+		"--cluster-join", addr1, "--cluster-groups", "2").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--cluster-groups 2, but the cluster "+addr1+" belongs to runs 3 groups") {
+		t.Fatalf("joining with --cluster-groups 2: %v\n%s", err, out)
+	}
+}

@@ -686,19 +686,27 @@ func clusterGroups(o options, log *slog.Logger) (int, error) {
 		return stored, nil
 	case o.clusterGroups < 0:
 		return 0, fmt.Errorf("--cluster-groups %d: want at least 1", o.clusterGroups)
-	case o.clusterGroups != 0 || o.clusterJoin == "":
+	case o.clusterJoin == "":
 		return max(1, o.clusterGroups), nil
 	}
+	// A joining node runs the cluster's groups, whatever it was told: a
+	// count of its own that differs is refused, not followed.
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		info, err := askMember(o, o.clusterJoin, "CLUSTER", "INFO")
 		if err == nil {
+			n := 1 // a member that predates groups runs one
 			for _, line := range strings.Split(info, "\n") {
 				if v, ok := strings.CutPrefix(strings.TrimSpace(line), "cluster_raft_groups:"); ok {
-					return strconv.Atoi(v)
+					if n, err = strconv.Atoi(v); err != nil {
+						return 0, fmt.Errorf("%s answers cluster_raft_groups:%s", o.clusterJoin, v)
+					}
 				}
 			}
-			return 1, nil // a member that predates groups runs one
+			if o.clusterGroups != 0 && o.clusterGroups != n {
+				return 0, fmt.Errorf("--cluster-groups %d, but the cluster %s belongs to runs %d groups: the count is fixed when the cluster is bootstrapped (leave --cluster-groups out when joining)", o.clusterGroups, o.clusterJoin, n)
+			}
+			return n, nil
 		}
 		if time.Now().After(deadline) {
 			return 0, fmt.Errorf("asking %s for the cluster's group count: %w", o.clusterJoin, err)
