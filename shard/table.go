@@ -192,6 +192,24 @@ func recordSize(keyLen, payloadLen int) int {
 
 func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
 
+// Warm reads the head of the record key would be found in, and returns a
+// byte of it (for the caller to keep, so the read is not dropped). A
+// pipeline warms all its keys before running them: the loads of distinct
+// keys do not depend on each other, so the processor overlaps their cache
+// misses, where the commands one by one would wait for each in turn.
+func (t *Table) Warm(key []byte, h uint64) byte {
+	mask := len(t.tags) - 1
+	tag := tagOf(h)
+	for i := t.home(h); ; i = (i + 1) & mask {
+		switch t.tags[i] {
+		case 0:
+			return 0
+		case tag:
+			return t.record(t.refs[i])[recordFixed]
+		}
+	}
+}
+
 // find returns the slot holding key, or -1.
 func (t *Table) find(key []byte, h uint64) int {
 	mask := len(t.tags) - 1
