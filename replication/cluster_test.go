@@ -409,9 +409,7 @@ func TestAddAndRemoveNodes(t *testing.T) {
 	}
 	n4 := c.add(false)
 	for range 2 { // idempotent
-		if err := l.Join(n4.ID(), n4.RaftAddr(), n4.ClientAddr()); err != nil {
-			t.Fatalf("join: %v", err)
-		}
+		c.join(n4)
 	}
 	c.waitConverged()
 	sameState(t, l, n4)

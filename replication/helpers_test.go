@@ -92,13 +92,37 @@ func newCluster(t testing.TB, size int, tweak func(*Config)) *cluster {
 	first := c.add(true)
 	sluicetest.WaitFor(t, 5*time.Second, "first node leads", first.IsLeader)
 	for range size - 1 {
-		n := c.add(false)
-		if err := first.Join(n.ID(), n.RaftAddr(), n.ClientAddr()); err != nil {
-			t.Fatalf("join %s: %v", n.ID(), err)
-		}
+		c.join(c.add(false))
 	}
 	c.waitConverged()
 	return c
+}
+
+// join makes n a member through whichever node leads. Joining is
+// idempotent, so it is tried again, as --cluster-join does, when an
+// election on a loaded machine moves leadership during the change
+// (outcome unknown, or not the leader any more).
+func (c *cluster) join(n *testNode) {
+	c.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var err error
+		for _, m := range c.live() {
+			if m != n && m.IsLeader() {
+				if err = m.Join(n.ID(), n.RaftAddr(), n.ClientAddr()); err == nil {
+					return
+				}
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("join %s: %v", n.ID(), err)
+		}
+		if err != nil {
+			c.t.Logf("join %s, trying again: %v", n.ID()[:8], err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 var nodeSeq struct {

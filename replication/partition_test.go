@@ -60,9 +60,7 @@ func newNetCluster(t *testing.T, size int) *netCluster {
 		}
 	}
 	for _, n := range c.nodes[1:] {
-		if err := first.Join(n.ID(), n.RaftAddr(), n.ClientAddr()); err != nil {
-			t.Fatalf("join: %v", err)
-		}
+		c.join(n)
 	}
 	c.waitConverged()
 	return nc
