@@ -241,6 +241,8 @@ func testFailover(t *testing.T, crash bool, bound time.Duration) {
 	for g := range 8 {
 		wg.Go(func() { fl.worker(uint64(g)) })
 	}
+	// Stopped before the nodes close, also when a check fails first.
+	t.Cleanup(func() { fl.stop.Store(true); wg.Wait() })
 	time.Sleep(700 * time.Millisecond)
 	killed := time.Now()
 	if err := old.close(!crash); err != nil {
@@ -518,5 +520,47 @@ func TestMaxMemoryIsTheLeaders(t *testing.T) {
 	}
 	if l.MaxMemory() != 0 || c.live()[0].eng.MaxMemory() > 1 {
 		t.Errorf("limits: node %d, engine %d", l.MaxMemory(), c.live()[0].eng.MaxMemory())
+	}
+}
+
+// TestCloseWhileChangesAreQueued closes nodes while goroutines keep
+// proposing membership changes and pipelines: Raft's Shutdown leaves a
+// future still in its queues unanswered, so Close must let every one
+// resolve first, or it (and a waiting caller) hangs for ever.
+func TestCloseWhileChangesAreQueued(t *testing.T) {
+	for round := range 6 {
+		c := newCluster(t, 1, nil)
+		n := c.nodes[0]
+		var wg sync.WaitGroup
+		for g := range 4 {
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					id := fmt.Sprintf("ghost-%d-%d-%d", round, g, i)
+					if err := n.applyMember(memberChange{op: memberSet, id: id, raftAddr: "127.0.0.1:1", clientAddr: "c:1"}); err != nil {
+						return
+					}
+				}
+			})
+			wg.Go(func() {
+				for i := 0; !n.closed.Load(); i++ {
+					run(n, fwCheck(fmt.Sprintf("k:%d", i%50), 1<<40, 1))
+				}
+			})
+		}
+		time.Sleep(time.Duration(20+round*15) * time.Millisecond)
+		closed := make(chan error, 1)
+		go func() { closed <- n.close(round%2 == 0) }()
+		select {
+		case <-closed:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("round %d: Close did not return in 20s with changes queued", round)
+		}
+		waited := make(chan struct{})
+		go func() { wg.Wait(); close(waited) }()
+		select {
+		case <-waited:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("round %d: a caller still waits on a change 20s after Close", round)
+		}
 	}
 }

@@ -828,7 +828,7 @@ func (gs *Groups) balanceSeats() bool {
 		}
 		n.log.Info("replication: moving a seat to balance the groups", "from", most.ID, "to", fewest.ID)
 		if n.promote(fewest) {
-			if err := n.raft.DemoteVoter(most.ID, 0, membershipTimeout).Error(); err != nil {
+			if _, err := n.await(func() raft.Future { return n.raft.DemoteVoter(most.ID, 0, membershipTimeout) }); err != nil {
 				n.log.Warn("replication: could not demote a voter", "id", most.ID, "err", err)
 			}
 		}
@@ -875,7 +875,7 @@ func dialProbe(addr string) bool {
 }
 
 func (n *Node) promote(s raft.Server) bool {
-	if err := n.raft.AddVoter(s.ID, s.Address, 0, membershipTimeout).Error(); err != nil {
+	if _, err := n.await(func() raft.Future { return n.raft.AddVoter(s.ID, s.Address, 0, membershipTimeout) }); err != nil {
 		n.log.Warn("replication: could not give a non-voter a seat", "id", s.ID, "err", err)
 		return false
 	}

@@ -49,7 +49,9 @@ func (n *Node) join(id, raftAddr, clientAddr string, voter bool) error {
 		if !voter {
 			add, kind = n.raft.AddNonvoter, "non-voter"
 		}
-		if err := add(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, membershipTimeout).Error(); err != nil {
+		if _, err := n.await(func() raft.Future {
+			return add(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, membershipTimeout)
+		}); err != nil {
 			return n.raftError("join", err)
 		}
 		n.log.Info("replication: added "+kind, "id", id, "raft_addr", raftAddr)
@@ -83,7 +85,7 @@ func (n *Node) Forget(id string) error {
 		if string(s.ID) != id {
 			continue
 		}
-		if err := n.raft.RemoveServer(s.ID, 0, membershipTimeout).Error(); err != nil {
+		if _, err := n.await(func() raft.Future { return n.raft.RemoveServer(s.ID, 0, membershipTimeout) }); err != nil {
 			return n.raftError("forget", err)
 		}
 		n.log.Info("replication: removed server", "id", id)
@@ -102,18 +104,18 @@ func (n *Node) Replicate(change []byte) error {
 	if err := n.leaderOrRedirect(); err != nil {
 		return err
 	}
-	f := n.raft.Apply(append([]byte{entryState}, change...), membershipTimeout)
-	if err := f.Error(); err != nil {
+	f, err := n.await(func() raft.Future { return n.raft.Apply(append([]byte{entryState}, change...), membershipTimeout) })
+	if err != nil {
 		return n.raftError("state change", err)
 	}
-	if err, ok := f.Response().(error); ok {
+	if err, ok := f.(raft.ApplyFuture).Response().(error); ok {
 		return err
 	}
 	return nil
 }
 
 func (n *Node) applyMember(m memberChange) error {
-	if err := n.raft.Apply(encodeMember(m), membershipTimeout).Error(); err != nil {
+	if _, err := n.await(func() raft.Future { return n.raft.Apply(encodeMember(m), membershipTimeout) }); err != nil {
 		return n.raftError("membership change", err)
 	}
 	return nil

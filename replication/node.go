@@ -65,9 +65,11 @@ type Node struct {
 	pending   map[uint64]*proposal
 
 	// submitMu orders submissions against Close: once submitClosed is set
-	// under the write lock, nothing more enters queue, so Close can drain it.
+	// under the write lock, nothing more enters queue, so Close can drain
+	// it, and no Raft operation starts (await); ops counts those under way.
 	submitMu     sync.RWMutex
 	submitClosed bool
+	ops          sync.WaitGroup
 
 	// Leader tracking.
 	obsCh         chan raft.Observation
@@ -326,25 +328,25 @@ func (n *Node) close(handOver bool) error {
 		n.submitMu.Lock()
 		n.submitClosed = true
 		n.submitMu.Unlock()
-		if handOver {
-			// Let the entries in flight resolve while this node can still
-			// commit them, then stop proposing before the transfer: raft
-			// refuses proposals during one.
-			n.batchWG.Wait()
-			n.drainQueue()
-			if n.IsLeader() {
-				if err := n.raft.LeadershipTransfer().Error(); err != nil {
-					n.log.Info("replication: no leadership transfer on close", "err", err)
-				}
+		// Every future this node waits on resolves before Shutdown: Raft's
+		// Shutdown leaves an Apply future still in its queues (applyCh, the
+		// FSM's) unanswered for ever, which would hang the completer or a
+		// membership change, and Close with them. While Raft runs each one
+		// is bounded: it commits, or is answered not-leader, or leadership
+		// lost once the lease runs out. So the entries in flight resolve
+		// while this node can still commit them, and proposing stops
+		// before a transfer (raft refuses proposals during one).
+		n.batchWG.Wait()
+		n.drainQueue()
+		n.ops.Wait()
+		n.wg.Wait()
+		if handOver && n.IsLeader() {
+			if err := n.raft.LeadershipTransfer().Error(); err != nil {
+				n.log.Info("replication: no leadership transfer on close", "err", err)
 			}
 		}
 		n.raft.DeregisterObserver(n.observer)
-		// Shutdown resolves every pending future, so the completer and any
-		// membership Apply return.
 		n.closeErr = n.raft.Shutdown().Error()
-		n.batchWG.Wait()
-		n.drainQueue()
-		n.wg.Wait()
 		n.closeStores()
 		n.eng.SetMaxMemory(n.maxMemory.Load())
 	})
@@ -812,7 +814,7 @@ func (n *Node) ReplicationStats() ReplicationStats {
 // rather than fail.
 func (n *Node) transferTo(id raft.ServerID, addr raft.ServerAddress) bool {
 	n.transferring.Store(true)
-	err := n.raft.LeadershipTransferToServer(id, addr).Error()
+	_, err := n.await(func() raft.Future { return n.raft.LeadershipTransferToServer(id, addr) })
 	// Raft clears its own in-progress mark only after answering the
 	// future: writes keep waiting a moment longer rather than use up their
 	// rounds against it.
@@ -832,4 +834,22 @@ func (n *Node) awaitTransfer() {
 	for n.transferring.Load() && time.Now().Before(deadline) && !n.closed.Load() {
 		time.Sleep(2 * time.Millisecond)
 	}
+}
+
+// await runs a Raft operation whose future this goroutine waits on (a
+// membership or replicated state change, a seat moved, a leadership
+// transfer) and returns its future once resolved. Close waits for these
+// before it shuts Raft down (see close), and none starts once Close has
+// begun: it gets raft.ErrRaftShutdown.
+func (n *Node) await(op func() raft.Future) (raft.Future, error) {
+	n.submitMu.RLock()
+	if n.submitClosed {
+		n.submitMu.RUnlock()
+		return nil, raft.ErrRaftShutdown
+	}
+	n.ops.Add(1)
+	n.submitMu.RUnlock()
+	defer n.ops.Done()
+	f := op()
+	return f, f.Error()
 }

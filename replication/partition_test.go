@@ -92,6 +92,8 @@ func TestPartitionedLeader(t *testing.T) {
 	for g := range 8 {
 		wg.Go(func() { fl.worker(uint64(g)) })
 	}
+	// Stopped before the nodes close, also when a check fails first.
+	t.Cleanup(func() { fl.stop.Store(true); wg.Wait() })
 	time.Sleep(500 * time.Millisecond)
 	cut := time.Now()
 	nc.isolate(old, true)
