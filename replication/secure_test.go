@@ -268,6 +268,7 @@ func testOutsiders(t *testing.T, c *cluster, m *secureMode) {
 	}
 	for _, o := range outsiders {
 		trans := o.trans()
+		t.Cleanup(func() { trans.Close() }) // also when a check fails first; closing twice is harmless
 		for _, n := range c.live() {
 			failed := n.layer.failed.Load()
 			resp, err := forgeAppend(trans, n, forgedReset(victimKey))
