@@ -59,6 +59,14 @@ func newNetCluster(t *testing.T, size int) *netCluster {
 			books[a].mu.Unlock()
 		}
 	}
+	// The nodes close before their links do (cleanups run last first):
+	// a leader closed with its links cut would wait out an election
+	// timeout for its hand-over.
+	t.Cleanup(func() {
+		for _, n := range c.nodes {
+			n.Close()
+		}
+	})
 	for _, n := range c.nodes[1:] {
 		c.join(n)
 	}
