@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/sluicetest"
 )
@@ -562,5 +564,56 @@ func TestCloseWhileChangesAreQueued(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			t.Fatalf("round %d: a caller still waits on a change 20s after Close", round)
 		}
+	}
+}
+
+// TestLeaderForgetsItselfUnderLoad: a leader that removes itself steps
+// down, a survivor leads, and every pipeline sent to the old leader is
+// answered; its Close then returns.
+func TestLeaderForgetsItselfUnderLoad(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	l := c.leader()
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := 0; !stop.Load(); i++ {
+				run(l, fwCheck(fmt.Sprintf("k:%d:%d", g, i%20), 1<<40, 1))
+			}
+		})
+	}
+	t.Cleanup(func() { stop.Store(true); wg.Wait() })
+	time.Sleep(200 * time.Millisecond)
+	if err := l.Forget(l.ID()); err != nil && !errors.Is(err, engine.ErrOutcomeUnknown) {
+		t.Fatalf("forget self: %v", err)
+	}
+	sluicetest.WaitFor(t, 10*time.Second, "a survivor to lead", func() bool {
+		for _, n := range c.live() {
+			if n != l && n.IsLeader() {
+				return true
+			}
+		}
+		return false
+	})
+	// It steps down and stays up (Raft's default would shut it down from
+	// inside, stranding the futures in its queues).
+	sluicetest.WaitFor(t, 5*time.Second, "the old leader to step down", func() bool { return !l.IsLeader() })
+	if st := l.raft.State(); st == raft.Shutdown {
+		t.Errorf("the leader that forgot itself is %v, want a follower", st)
+	}
+	stop.Store(true)
+	answered := make(chan struct{})
+	go func() { wg.Wait(); close(answered) }()
+	select {
+	case <-answered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("pipelines sent to the leader that forgot itself are still unanswered after 20s")
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- l.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close of the leader that forgot itself did not return in 20s")
 	}
 }

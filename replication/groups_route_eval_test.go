@@ -19,5 +19,9 @@ func TestRestrictedUsersEvalRoutesByItsKeys(t *testing.T) {
 		if g := gs.route(&c); g != gs.GroupOf(k) {
 			t.Fatalf("EVAL by user alice on %s (group %d) routes to %d", k, gs.GroupOf(k), g)
 		}
+		// A follower's MOVED names the key's slot, not the user name's.
+		if s := commandSlot(&c); s != KeySlot(k) {
+			t.Fatalf("MOVED for EVAL by user alice on %s names slot %d, want %d", k, s, KeySlot(k))
+		}
 	}
 }

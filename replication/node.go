@@ -242,6 +242,12 @@ func (n *Node) openRaft() error {
 	rc.TrailingLogs = cfg.TrailingLogs
 	// Let the leader loop gather every Apply waiting into one disk write.
 	rc.BatchApplyCh = true
+	// A leader removed from the group (CLUSTER FORGET of itself) steps
+	// down and stays up as a follower outside the group, as Forget says.
+	// Raft's default shuts it down from inside, which leaves the Apply
+	// futures still in its queues unanswered: the completer, the clients
+	// waiting on them and Close would hang (see close).
+	rc.ShutdownOnRemove = false
 	rc.Logger = hlog
 	if err := raft.ValidateConfig(rc); err != nil {
 		return fmt.Errorf("replication: %w", err)
