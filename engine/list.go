@@ -180,6 +180,16 @@ func listRange(start, end int64, n int) (int, int, bool) {
 	return int(start), int(end), true
 }
 
+// plainCollection is the list for the commands that work on its plain
+// layout (list_big.go): an indexed list gives its index up first.
+func (j *shardJob) plainCollection(t *shard.Table, c *Command, now int64) (shard.Entry, bool, error) {
+	e, ok, err := collection(t, c, now, shard.KindList)
+	if ok && err == nil {
+		e, err = j.plainList(t, e)
+	}
+	return e, ok, err
+}
+
 // lpush serves LPUSH, RPUSH, LPUSHX and RPUSHX.
 func (j *shardJob) lpush(t *shard.Table, c *Command, now int64) Reply {
 	tail := c.N[0] != 0
@@ -192,6 +202,21 @@ func (j *shardJob) lpush(t *shard.Table, c *Command, now int64) Reply {
 	}
 	if !ok && c.N[1] != 0 {
 		return intReply(0)
+	}
+	if ok && listIsIndexed(e.Payload) {
+		if !tail {
+			n, err := j.pushHeadIndexed(t, e, listCount(e.Payload), c.Args)
+			if err == nil {
+				return intReply(int64(n))
+			}
+			if errors.Is(err, ErrOOM) {
+				return errReply(err)
+			}
+			// Past the record's limit with its index: as a plain list.
+		}
+		if e, err = j.plainList(t, e); err != nil {
+			return errReply(err)
+		}
 	}
 	add := 0
 	for _, v := range c.Args {
@@ -220,6 +245,9 @@ func (j *shardJob) lpush(t *shard.Table, c *Command, now int64) Reply {
 		for _, v := range c.Args {
 			w -= encLen(v)
 			putElem(hole[w:], v)
+		}
+		if count >= listIdxMin {
+			j.indexList(t, e, count)
 		}
 	}
 	return intReply(int64(count))
@@ -253,7 +281,7 @@ func (j *shardJob) lpop(t *shard.Table, c *Command, now int64) Reply {
 			return errReply(ErrNotPositive)
 		}
 	}
-	e, ok, err := collection(t, c, now, shard.KindList)
+	e, ok, err := j.plainCollection(t, c, now)
 	if err != nil {
 		return errReply(err)
 	}
@@ -316,7 +344,7 @@ func (j *shardJob) llen(t *shard.Table, c *Command, now int64) Reply {
 	if !ok {
 		return intReply(0)
 	}
-	return intReply(int64(collCount(e.Payload)))
+	return intReply(int64(listCount(e.Payload)))
 }
 
 // listIndex resolves a LINDEX or LSET index (negative from the tail) to an
@@ -347,9 +375,14 @@ func (j *shardJob) lindex(t *shard.Table, c *Command, now int64) Reply {
 	if err != nil {
 		return errReply(ErrNotInteger)
 	}
-	i, in := listIndex(idx, collCount(e.Payload))
+	n := listCount(e.Payload)
+	i, in := listIndex(idx, n)
 	if !in {
 		return nilReply()
+	}
+	if listIsIndexed(e.Payload) {
+		it := strIter{b: e.Payload[lIdxOf(e.Payload).offset(i, n):]}
+		return j.bulk(it.next())
 	}
 	it := iterStrings(e.Payload)
 	for ; i > 0; i-- {
@@ -377,7 +410,7 @@ func (j *shardJob) lrange(t *shard.Table, c *Command, now int64) Reply {
 	if err != nil {
 		return errReply(err)
 	}
-	e, ok, err := collection(t, c, now, shard.KindList)
+	e, ok, err := j.plainCollection(t, c, now)
 	if err != nil {
 		return errReply(err)
 	}
@@ -408,27 +441,36 @@ func (j *shardJob) ltrim(t *shard.Table, c *Command, now int64) Reply {
 	if !ok {
 		return okReply()
 	}
-	p := e.Payload
-	n := collCount(p)
+	n := listCount(e.Payload)
 	first, last, nonEmpty := listRange(start, end, n)
 	switch {
 	case !nonEmpty:
 		t.Delete(e)
+		return Reply{Kind: ReplyOK, Int: 1}
 	case first == 0 && last == n-1:
 		// Everything stays: nothing to write.
 		return okReply()
-	default:
-		it := iterStrings(p)
-		for i := 0; i < first; i++ {
-			it.next()
-		}
-		from := len(p) - len(it.rest())
-		for i := first; i <= last; i++ {
-			it.next()
-		}
-		if err := j.keepList(t, c, e, from, len(p)-len(it.rest()), last-first+1); err != nil {
+	case first == 0 && listIsIndexed(e.Payload):
+		// The newest elements stay (the moving window's trim).
+		if err := j.cutTailIndexed(t, e, n, last+1); err != nil {
 			return errReply(err)
 		}
+		return Reply{Kind: ReplyOK, Int: 1}
+	}
+	if e, err = j.plainList(t, e); err != nil {
+		return errReply(err)
+	}
+	p := e.Payload
+	it := iterStrings(p)
+	for i := 0; i < first; i++ {
+		it.next()
+	}
+	from := len(p) - len(it.rest())
+	for i := first; i <= last; i++ {
+		it.next()
+	}
+	if err := j.keepList(t, c, e, from, len(p)-len(it.rest()), last-first+1); err != nil {
+		return errReply(err)
 	}
 	return Reply{Kind: ReplyOK, Int: 1}
 }
@@ -437,7 +479,7 @@ func (j *shardJob) lset(t *shard.Table, c *Command, now int64) Reply {
 	if len(c.Args) != 2 {
 		return errReply(arityError("lset"))
 	}
-	e, ok, err := collection(t, c, now, shard.KindList)
+	e, ok, err := j.plainCollection(t, c, now)
 	if err != nil {
 		return errReply(err)
 	}
@@ -472,7 +514,7 @@ func (j *shardJob) lrem(t *shard.Table, c *Command, now int64) Reply {
 	if err != nil {
 		return errReply(ErrNotInteger)
 	}
-	e, ok, err := collection(t, c, now, shard.KindList)
+	e, ok, err := j.plainCollection(t, c, now)
 	if err != nil {
 		return errReply(err)
 	}
@@ -536,7 +578,7 @@ func (j *shardJob) linsert(t *shard.Table, c *Command, now int64) Reply {
 	default:
 		return errReply(ErrSyntax)
 	}
-	e, ok, err := collection(t, c, now, shard.KindList)
+	e, ok, err := j.plainCollection(t, c, now)
 	if err != nil {
 		return errReply(err)
 	}
@@ -617,7 +659,7 @@ func (j *shardJob) lpos(t *shard.Table, c *Command, now int64) Reply {
 			return errReply(ErrSyntax)
 		}
 	}
-	e, ok, err := collection(t, c, now, shard.KindList)
+	e, ok, err := j.plainCollection(t, c, now)
 	if err != nil {
 		return errReply(err)
 	}

@@ -142,6 +142,18 @@ func listGens(g *Gen) []func() [][]string {
 				{"LINDEX", k, g.Pick("-1", strconv.Itoa(n))},
 			}
 		},
+		// The same with a long window: lists past the length at which
+		// Sluice indexes them (the moving window of a large limit), read
+		// anywhere.
+		func() [][]string {
+			k, n := g.Key(), 100+g.R.IntN(250)
+			return [][]string{
+				{"LPUSH", k, g.listMember(), g.listMember()},
+				{"LTRIM", k, "0", strconv.Itoa(n)},
+				{"LINDEX", k, g.Pick(strconv.Itoa(n-1), strconv.Itoa(n), g.Int(-n, n), "-1")},
+				{"LLEN", k},
+			}
+		},
 		// Arity errors that arity itself catches.
 		one(func() []string {
 			return g.listPick([]string{g.Pick("LPUSH", "RPUSH", "LPUSHX", "RPUSHX"), g.Key()},

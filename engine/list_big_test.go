@@ -1,0 +1,177 @@
+package engine
+
+import (
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/shard"
+)
+
+// listPayload is a copy of the payload of the list at key (nil: none),
+// read on the shard's owner.
+func listPayload(e *Engine, key string) []byte {
+	var p []byte
+	done := make(chan struct{})
+	e.shards[0].Submit(taskFunc(func(tb *shard.Table) {
+		defer close(done)
+		k := []byte(key)
+		if en, found := tb.Get(k, shard.Hash(k), time.Now().UnixNano()); found && en.Kind == shard.KindList {
+			p = slices.Clone(en.Payload)
+		}
+	}))
+	<-done
+	return p
+}
+
+// checkListIndex checks an indexed list's index against its elements:
+// an entry for every ordinal that is a multiple of the stride, none
+// other, each with its element's distance from the end.
+func checkListIndex(t *testing.T, p []byte, want []string) {
+	t.Helper()
+	if listCount(p) != len(want) {
+		t.Fatalf("count %d, want %d", listCount(p), len(want))
+	}
+	x := lIdxOf(p)
+	it := strIter{b: p[collHeader:x.ents]}
+	var got []string
+	var starts []int
+	for it.more() {
+		starts = append(starts, x.ents-len(it.rest()))
+		got = append(got, string(it.next()))
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("elements %q, want %q", got, want)
+	}
+	n := len(want)
+	k := 0
+	for i := n - 1; i >= 0; i-- { // ascending ordinals: from the tail
+		ord := uint32(n-1-i) + x.cutElems()
+		if ord%listStride != 0 {
+			continue
+		}
+		if k >= x.m() {
+			t.Fatalf("no entry for ordinal %d (element %d of %d)", ord, i, n)
+		}
+		if k == 0 && x.firstT() != ord {
+			t.Fatalf("first entry's ordinal %d, want %d", x.firstT(), ord)
+		}
+		if v := uint32(x.ents-starts[i]) + x.cutBytes(); x.entry(k) != v {
+			t.Fatalf("entry %d (element %d of %d): %d, want %d", k, i, n, x.entry(k), v)
+		}
+		k++
+	}
+	if k != x.m() {
+		t.Fatalf("%d entries, want %d", x.m(), k)
+	}
+}
+
+// A long list against a model under the moving window's commands (LPUSH
+// of one or several, LINDEX, LTRIM to the newest n), which keep it
+// indexed, mixed with the others, which give the index up until a later
+// LPUSH builds it again; the index is checked after every write.
+func TestLongListAgainstModel(t *testing.T) {
+	e := New(Config{Shards: 1})
+	defer e.Close()
+	var b Batch
+	now := time.Now().UnixNano()
+	r := rand.New(rand.NewPCG(7, 8))
+	var m []string // head first
+	seq := 0
+	elem := func() string {
+		seq++
+		return strconv.Itoa(seq) + strings.Repeat("x", r.IntN(4)*r.IntN(60))
+	}
+	indexedSteps := 0
+	for step := range 6000 {
+		limit := 100 + r.IntN(300)
+		switch op := r.IntN(20); {
+		case op < 8: // LPUSH, the hot path
+			k := 1 + r.IntN(3)*r.IntN(3)
+			var args []string
+			for range k {
+				v := elem()
+				args = append(args, v)
+				m = append([]string{v}, m...)
+			}
+			if got := listRun(e, &b, now, OpLPush, 0, 0, "w", args...); got.Int != int64(len(m)) {
+				t.Fatalf("step %d: LPUSH %d, want %d", step, got.Int, len(m))
+			}
+		case op < 12: // LTRIM to the newest limit
+			listRun(e, &b, now, OpLTrim, 0, 0, "w", "0", strconv.Itoa(limit-1))
+			m = m[:min(len(m), limit)]
+		case op < 16: // LINDEX anywhere, negative too
+			i := r.IntN(len(m)+10) - 5
+			if r.IntN(2) == 0 {
+				i = -1 - r.IntN(len(m)+3)
+			}
+			got := listRun(e, &b, now, OpLIndex, 0, 0, "w", strconv.Itoa(i))
+			j := i
+			if j < 0 {
+				j += len(m)
+			}
+			switch {
+			case j < 0 || j >= len(m):
+				if got.Kind != ReplyNil {
+					t.Fatalf("step %d: LINDEX %d of %d: %+v, want nil", step, i, len(m), got)
+				}
+			case string(got.Bulk) != m[j]:
+				t.Fatalf("step %d: LINDEX %d of %d: %q, want %q", step, i, len(m), got.Bulk, m[j])
+			}
+		case op == 16: // RPUSH: the plain layout
+			v := elem()
+			listRun(e, &b, now, OpLPush, 1, 0, "w", v)
+			m = append(m, v)
+		case op == 17: // LPOP from the tail
+			if len(m) > 0 {
+				got := listRun(e, &b, now, OpLPop, 1, 0, "w")
+				if string(got.Bulk) != m[len(m)-1] {
+					t.Fatalf("step %d: RPOP %q, want %q", step, got.Bulk, m[len(m)-1])
+				}
+				m = m[:len(m)-1]
+			}
+		case op == 18: // LTRIM that drops the head too
+			if len(m) > 3 {
+				listRun(e, &b, now, OpLTrim, 0, 0, "w", "1", "-2")
+				m = m[1 : len(m)-1]
+			}
+		case op == 19: // LSET in the middle
+			if len(m) > 0 {
+				i := r.IntN(len(m))
+				v := elem()
+				listRun(e, &b, now, OpLSet, 0, 0, "w", strconv.Itoa(i), v)
+				m[i] = v
+			}
+		}
+		if got := listRun(e, &b, now, OpLLen, 0, 0, "w"); got.Int != int64(len(m)) {
+			t.Fatalf("step %d: LLEN %d, want %d", step, got.Int, len(m))
+		}
+		switch p := listPayload(e, "w"); {
+		case p == nil:
+			if len(m) != 0 {
+				t.Fatalf("step %d: no list, want %d elements", step, len(m))
+			}
+		case listIsIndexed(p):
+			indexedSteps++
+			checkListIndex(t, p, m)
+		case listCount(p) != len(m):
+			t.Fatalf("step %d: plain list of %d, want %d", step, listCount(p), len(m))
+		}
+		if step%500 == 499 { // LRANGE reads it whole (and gives the index up)
+			got := listRun(e, &b, now, OpLRange, 0, 0, "w", "0", "-1")
+			var all []string
+			for _, it := range got.Items {
+				all = append(all, string(it.Bulk))
+			}
+			if !slices.Equal(all, m) {
+				t.Fatalf("step %d: LRANGE differs from the model", step)
+			}
+		}
+	}
+	if indexedSteps < 2000 {
+		t.Errorf("the list was indexed after only %d of 6000 steps", indexedSteps)
+	}
+}
