@@ -2,19 +2,21 @@ package engine
 
 import (
 	"encoding/binary"
+	"slices"
 
 	"github.com/sluicehq/sluice/shard"
 )
 
 // Long lists. A moving-window limiter (Python limits, and the LPUSH, LTRIM
 // to the newest n, LINDEX at n-1 pattern generally) keeps a list as long
-// as its limit and on every hit reads its element limit-1 and cuts the
-// list back to limit elements: on the plain layout both walk the list from
-// the head, so a hit cost O(limit). Past listIdxMin elements, LPUSH onto
-// the head gives a list a sparse index of its elements, at the end of its
-// record:
+// as its limit and on every hit reads its element limit-1, pushes at the
+// head and cuts the list back to limit elements: on the plain layout
+// reading and cutting walk the list from the head and a push copies the
+// record, so a hit cost O(limit). Past listIdxMin elements, LPUSH onto the
+// head gives a list a sparse index and slack at both ends of its elements:
 //
-//	count word (listIndexed set) | elements | entries (m x u32) | R u32 | B u32 | firstT u32 | m u32
+//	count word (listIndexed set) | front slack | elements | tail slack |
+//	entries (m x u32, the highest ordinal first) | R | B | firstT | m | front | tail (u32 each)
 //
 // Element positions are counted from the tail, where the list loses its
 // oldest elements, and from the end of the elements, so that neither a
@@ -24,20 +26,25 @@ import (
 // V is the bytes from its start to the end of the elements plus B, the
 // bytes ever cut from the tail (both modulo 2^32; a record is far smaller).
 // The entries are the V of the elements whose T is a multiple of
-// listStride, ascending from firstT: every such element, none other.
+// listStride, from firstT up: every such element, none other. They are
+// stored from the trailer down, so that a new one takes 4 bytes of the
+// tail slack and dropped ones give them back.
 //
 // LINDEX and a tail-cutting LTRIM then find an element from the nearest
-// entry, walking at most listStride-1 elements; LPUSH onto the head adds
-// the entries of its new elements; LLEN reads the count. Every other list
-// command gives the list its plain layout back first (plainList) and works
-// as on any list: the index is rebuilt by a later LPUSH. The elements and
-// their order are the same in both layouts; only the record's size and
-// these commands' cost differ.
+// entry, walking at most listStride-1 elements; LPUSH onto the head writes
+// into the front slack, and a cut adds to the tail slack, so neither moves
+// the elements until a slack runs out (or the tail's grows past a bound)
+// and the record is laid out again with fresh slack: O(1) per element,
+// amortised. LLEN reads the count. Every other list command gives the list
+// its plain layout back first (plainList) and works as on any list: the
+// index is rebuilt by a later LPUSH. The elements and their order are the
+// same in both layouts; only the record's size and these commands' cost
+// differ.
 const (
 	listIndexed  = 1 << 31
 	listIdxMin   = 128 // elements at which a head push indexes a list
 	listStride   = 32  // a power of two: T's multiples of it stay so modulo 2^32
-	listTrailer  = 16
+	listTrailer  = 24
 	listCountBit = listIndexed - 1
 )
 
@@ -46,49 +53,57 @@ func listIsIndexed(p []byte) bool { return binary.LittleEndian.Uint32(p)&listInd
 // listCount is a list's length in either layout.
 func listCount(p []byte) int { return int(binary.LittleEndian.Uint32(p) & listCountBit) }
 
-// lIdx is a view of an indexed list's index; it aliases the payload.
+// listSlack is the slack a layout gives each end of data bytes of
+// elements: an eighth of them, so that the copies a new layout makes cost
+// O(1) per byte pushed or cut.
+func listSlack(data int) int { return max(64, data/8) }
+
+// lIdx is a view of an indexed list's layout; it aliases the payload.
 type lIdx struct {
-	p    []byte
-	tr   int // where the trailer starts
-	ents int // where the entries start: the end of the elements
+	p       []byte
+	tr      int // where the trailer starts
+	start   int // where the elements start
+	dataEnd int // where they end
 }
 
 func lIdxOf(p []byte) lIdx {
 	tr := len(p) - listTrailer
-	m := int(binary.LittleEndian.Uint32(p[tr+12:]))
-	return lIdx{p: p, tr: tr, ents: tr - 4*m}
+	x := lIdx{p: p, tr: tr}
+	x.start = collHeader + int(x.word(4))
+	x.dataEnd = tr - 4*x.m() - int(x.word(5))
+	return x
 }
 
-func (x lIdx) word(i int) uint32        { return binary.LittleEndian.Uint32(x.p[x.tr+4*i:]) }
-func (x lIdx) cutElems() uint32         { return x.word(0) } // R
-func (x lIdx) cutBytes() uint32         { return x.word(1) } // B
-func (x lIdx) firstT() uint32           { return x.word(2) }
-func (x lIdx) m() int                   { return int(x.word(3)) }
-func (x lIdx) entry(k int) uint32       { return binary.LittleEndian.Uint32(x.p[x.ents+4*k:]) }
-func (x lIdx) putEntry(k int, v uint32) { binary.LittleEndian.PutUint32(x.p[x.ents+4*k:], v) }
-
-func putListTrailer(dst []byte, cutElems, cutBytes, firstT uint32, m int) {
-	binary.LittleEndian.PutUint32(dst, cutElems)
-	binary.LittleEndian.PutUint32(dst[4:], cutBytes)
-	binary.LittleEndian.PutUint32(dst[8:], firstT)
-	binary.LittleEndian.PutUint32(dst[12:], uint32(m))
+func (x lIdx) word(i int) uint32       { return binary.LittleEndian.Uint32(x.p[x.tr+4*i:]) }
+func (x lIdx) setWord(i int, v uint32) { binary.LittleEndian.PutUint32(x.p[x.tr+4*i:], v) }
+func (x lIdx) cutElems() uint32        { return x.word(0) } // R
+func (x lIdx) cutBytes() uint32        { return x.word(1) } // B
+func (x lIdx) firstT() uint32          { return x.word(2) }
+func (x lIdx) m() int                  { return int(x.word(3)) }
+func (x lIdx) frontSlack() int         { return int(x.word(4)) }
+func (x lIdx) tailSlack() int          { return int(x.word(5)) }
+func (x lIdx) entry(k int) uint32      { return binary.LittleEndian.Uint32(x.p[x.tr-4*(k+1):]) }
+func (x lIdx) putEntry(k int, v uint32) {
+	binary.LittleEndian.PutUint32(x.p[x.tr-4*(k+1):], v)
 }
+
+// elements is the list's encoded elements.
+func (x lIdx) elements() []byte { return x.p[x.start:x.dataEnd] }
 
 // offset is the byte offset in the payload of element i (from the head)
 // of an indexed list of n elements.
 func (x lIdx) offset(i, n int) int {
 	t := uint32(n-1-i) + x.cutElems()
 	up := (t + listStride - 1) &^ (listStride - 1) // the nearest indexed ordinal toward the head
-	k := int((up - x.firstT()) / listStride)
-	from, walk := collHeader, i
-	if up-x.firstT() < uint32(x.m())*listStride && k < x.m() {
-		from, walk = x.ents-int(x.entry(k)-x.cutBytes()), int(up-t)
+	from, walk := x.start, i
+	if d := up - x.firstT(); d < uint32(x.m())*listStride {
+		from, walk = x.dataEnd-int(x.entry(int(d/listStride))-x.cutBytes()), int(up-t)
 	}
-	it := strIter{b: x.p[from:x.ents]}
+	it := strIter{b: x.p[from:x.dataEnd]}
 	for ; walk > 0; walk-- {
 		it.next()
 	}
-	return x.ents - len(it.rest())
+	return x.dataEnd - len(it.rest())
 }
 
 // plainList gives an indexed list its plain layout back, for the commands
@@ -98,7 +113,9 @@ func (j *shardJob) plainList(t *shard.Table, e shard.Entry) (shard.Entry, error)
 		return e, nil
 	}
 	n := listCount(e.Payload)
-	e, err := t.Resize(e, lIdxOf(e.Payload).ents)
+	x := lIdxOf(e.Payload)
+	size := copy(e.Payload[collHeader:], x.elements())
+	e, err := t.Resize(e, collHeader+size)
 	if err != nil {
 		return e, err
 	}
@@ -106,39 +123,63 @@ func (j *shardJob) plainList(t *shard.Table, e shard.Entry) (shard.Entry, error)
 	return e, nil
 }
 
+// layOut gives the list whose count is n, elements elems and index the
+// ordinals, distances and entries given (entries ascending), the indexed
+// layout with fresh slack at both ends, plus front extra bytes at the
+// front and tail extra at the tail. It builds the record in the job's
+// scratch (elems and entries may alias the old record) and refuses growth
+// as a push would.
+func (j *shardJob) layOut(t *shard.Table, e shard.Entry, n int, elems []byte, cutElems, cutBytes, firstT uint32, entries func(k int) uint32, m, frontExtra, tailExtra int) (shard.Entry, error) {
+	front := listSlack(len(elems)) + frontExtra
+	tail := listSlack(len(elems)) + tailExtra
+	size := collHeader + front + len(elems) + tail + 4*m + listTrailer
+	if size > len(e.Payload) {
+		if err := j.growable(); err != nil {
+			return e, err
+		}
+	}
+	buf := slices.Grow(j.scratch[:0], size)[:size]
+	clear(buf)
+	binary.LittleEndian.PutUint32(buf, uint32(n)|listIndexed)
+	copy(buf[collHeader+front:], elems)
+	x := lIdx{p: buf, tr: size - listTrailer}
+	for k := range m {
+		x.putEntry(k, entries(k))
+	}
+	for i, v := range [6]uint32{cutElems, cutBytes, firstT, uint32(m), uint32(front), uint32(tail)} {
+		x.setWord(i, v)
+	}
+	j.scratch = buf
+	e, err := t.Resize(e, size)
+	if err != nil {
+		return e, err
+	}
+	copy(e.Payload, buf)
+	return e, nil
+}
+
 // indexList gives a plain list of n elements its index. It is an
 // optimisation only: refused growth (maxmemory, the record's limit)
 // leaves the list plain.
 func (j *shardJob) indexList(t *shard.Table, e shard.Entry, n int) {
-	if j.growable() != nil {
-		return
-	}
-	end := len(e.Payload)
+	elems := e.Payload[collHeader:]
 	m := (n-1)/listStride + 1 // ordinals 0, S, 2S, ... up to n-1
-	grown, err := t.Resize(e, end+4*m+listTrailer)
-	if err != nil {
-		return
-	}
-	p := grown.Payload
-	x := lIdx{p: p, tr: len(p) - listTrailer, ents: end}
-	it := iterStrings(p[:end])
+	dist := make([]uint32, m)
+	it := strIter{b: elems}
 	for i := 0; i < n; i++ {
 		if tt := n - 1 - i; tt%listStride == 0 {
-			x.putEntry(tt/listStride, uint32(len(it.rest()))) // from its start to the end
+			dist[tt/listStride] = uint32(len(it.rest())) // from its start to the end
 		}
 		it.next()
 	}
-	putListTrailer(p[x.tr:], 0, 0, 0, m)
-	binary.LittleEndian.PutUint32(p, uint32(n)|listIndexed)
+	_, _ = j.layOut(t, e, n, elems, 0, 0, 0, func(k int) uint32 { return dist[k] }, m, 0, 0)
 }
 
 // pushHeadIndexed serves LPUSH onto an indexed list of n elements: the
-// elements go to the head as on the plain layout, and those whose ordinal
-// is a multiple of the stride get entries after the others.
+// elements go into the front slack, the last pushed at the head, and those
+// whose ordinal is a multiple of the stride get entries, from the tail
+// slack; a slack too small for them lays the record out again first.
 func (j *shardJob) pushHeadIndexed(t *shard.Table, e shard.Entry, n int, vals [][]byte) (int, error) {
-	if err := j.growable(); err != nil {
-		return 0, err
-	}
 	x := lIdxOf(e.Payload)
 	top := uint32(n-1) + x.cutElems() // the head's ordinal before the push
 	add, q := 0, 0
@@ -148,59 +189,63 @@ func (j *shardJob) pushHeadIndexed(t *shard.Table, e shard.Entry, n int, vals []
 			q++
 		}
 	}
-	var tr [listTrailer]byte
-	copy(tr[:], e.Payload[x.tr:])
-	old, oldEnts, m := len(e.Payload), x.ents, x.m()
-	grown, err := t.Resize(e, old+add+4*q)
-	if err != nil {
-		return 0, err
+	if add > x.frontSlack() || 4*q > x.tailSlack() {
+		old := x
+		var err error
+		e, err = j.layOut(t, e, n, old.elements(), old.cutElems(), old.cutBytes(), old.firstT(), old.entry, old.m(), add, 4*q)
+		if err != nil {
+			return 0, err
+		}
+		x = lIdxOf(e.Payload)
 	}
-	p := grown.Payload
-	// Elements and entries move up by the new elements' size; the new
-	// entries and the trailer go after them.
-	copy(p[collHeader+add:], p[collHeader:old-listTrailer])
-	ents := oldEnts + add
-	newEnd := ents + 4*(m+q)
-	cutBytes := binary.LittleEndian.Uint32(tr[4:])
-	// Each element goes to the head in turn: the last one ends first, and
-	// the ordinals grow from the first pushed.
-	w := collHeader + add
-	k := m
+	p := e.Payload
+	w := x.start
+	oldM, m := x.m(), x.m()
 	for i, v := range vals {
 		w -= encLen(v)
 		putElem(p[w:], v)
 		if tt := top + uint32(i) + 1; tt%listStride == 0 {
-			binary.LittleEndian.PutUint32(p[ents+4*k:], uint32(ents-w)+cutBytes)
-			k++
+			x.putEntry(m, uint32(x.dataEnd-w)+x.cutBytes())
+			m++
 		}
 	}
-	copy(p[newEnd:], tr[:])
-	binary.LittleEndian.PutUint32(p[newEnd+12:], uint32(m+q))
+	x.setWord(5, uint32(x.tailSlack()-4*(m-oldM)))
+	x.setWord(3, uint32(m))
+	x.setWord(4, uint32(w-collHeader))
 	count := n + len(vals)
 	binary.LittleEndian.PutUint32(p, uint32(count)|listIndexed)
 	return count, nil
 }
 
 // cutTailIndexed keeps the first keep elements of an indexed list of n
-// (0 < keep < n): the elements after them go, and the entries of those.
+// (0 < keep < n): the elements after them become tail slack, and the
+// entries of those go. A tail slack grown past its bound lays the record
+// out again.
 func (j *shardJob) cutTailIndexed(t *shard.Table, e shard.Entry, n, keep int) error {
 	x := lIdxOf(e.Payload)
 	cut := x.offset(keep, n)
 	cutElems := x.cutElems() + uint32(n-keep)
-	cutBytes := x.cutBytes() + uint32(x.ents-cut)
+	cutBytes := x.cutBytes() + uint32(x.dataEnd-cut)
 	first, m := x.firstT(), x.m()
 	drop := 0 // the entries of ordinals now cut: below cutElems
 	if d := int(int32(cutElems - first)); d > 0 {
 		drop = min(m, (d+listStride-1)/listStride)
 	}
-	j.scratch = append(j.scratch[:0], e.Payload[x.ents+4*drop:x.tr]...)
-	e, err := t.Resize(e, cut+len(j.scratch)+listTrailer)
-	if err != nil {
-		return err
-	}
 	p := e.Payload
-	copy(p[cut:], j.scratch)
-	putListTrailer(p[cut+len(j.scratch):], cutElems, cutBytes, first+uint32(drop)*listStride, m-drop)
+	// The entries that stay move up to the trailer by the dropped ones.
+	copy(p[x.tr-4*(m-drop):x.tr], p[x.tr-4*m:x.tr-4*drop])
+	tail := x.tailSlack() + (x.dataEnd - cut) + 4*drop
+	x.setWord(0, cutElems)
+	x.setWord(1, cutBytes)
+	x.setWord(2, first+uint32(drop)*listStride)
+	x.setWord(3, uint32(m-drop))
+	x.setWord(5, uint32(tail))
 	binary.LittleEndian.PutUint32(p, uint32(keep)|listIndexed)
+	if tail > 2*listSlack(cut-x.start) {
+		// The cut is done either way: a layout that fails leaves it
+		// with its slack.
+		y := lIdxOf(p)
+		_, _ = j.layOut(t, e, keep, y.elements(), y.cutElems(), y.cutBytes(), y.firstT(), y.entry, y.m(), 0, 0)
+	}
 	return nil
 }

@@ -36,11 +36,14 @@ func checkListIndex(t *testing.T, p []byte, want []string) {
 		t.Fatalf("count %d, want %d", listCount(p), len(want))
 	}
 	x := lIdxOf(p)
-	it := strIter{b: p[collHeader:x.ents]}
+	if x.start != collHeader+x.frontSlack() || x.dataEnd < x.start || x.tr-4*x.m()-x.tailSlack() != x.dataEnd {
+		t.Fatalf("layout: start %d, end %d, %d entries, slack %d and %d in %d bytes", x.start, x.dataEnd, x.m(), x.frontSlack(), x.tailSlack(), len(p))
+	}
+	it := strIter{b: x.elements()}
 	var got []string
 	var starts []int
 	for it.more() {
-		starts = append(starts, x.ents-len(it.rest()))
+		starts = append(starts, x.dataEnd-len(it.rest()))
 		got = append(got, string(it.next()))
 	}
 	if !slices.Equal(got, want) {
@@ -59,7 +62,7 @@ func checkListIndex(t *testing.T, p []byte, want []string) {
 		if k == 0 && x.firstT() != ord {
 			t.Fatalf("first entry's ordinal %d, want %d", x.firstT(), ord)
 		}
-		if v := uint32(x.ents-starts[i]) + x.cutBytes(); x.entry(k) != v {
+		if v := uint32(x.dataEnd-starts[i]) + x.cutBytes(); x.entry(k) != v {
 			t.Fatalf("entry %d (element %d of %d): %d, want %d", k, i, n, x.entry(k), v)
 		}
 		k++
