@@ -410,18 +410,27 @@ func (j *shardJob) lrange(t *shard.Table, c *Command, now int64) Reply {
 	if err != nil {
 		return errReply(err)
 	}
-	e, ok, err := j.plainCollection(t, c, now)
+	// A read: it leaves the layout as it is (reads are not replicated, so
+	// a change here would be this node's alone).
+	e, ok, err := collection(t, c, now, shard.KindList)
 	if err != nil {
 		return errReply(err)
 	}
 	if !ok {
 		return emptyArray()
 	}
-	first, last, nonEmpty := listRange(start, end, collCount(e.Payload))
+	n, _ := listElems(e.Payload)
+	first, last, nonEmpty := listRange(start, end, n)
 	if !nonEmpty {
 		return emptyArray()
 	}
-	it := strIter{b: e.Payload[listOffset(e.Payload, first):]}
+	var it strIter
+	if listIsIndexed(e.Payload) {
+		x := lIdxOf(e.Payload)
+		it = strIter{b: e.Payload[x.offset(first, n):x.dataEnd]}
+	} else {
+		it = strIter{b: e.Payload[listOffset(e.Payload, first):]}
+	}
 	items := make([]Reply, last-first+1)
 	for i := range items {
 		items[i] = j.bulk(it.next())
@@ -659,7 +668,7 @@ func (j *shardJob) lpos(t *shard.Table, c *Command, now int64) Reply {
 			return errReply(ErrSyntax)
 		}
 	}
-	e, ok, err := j.plainCollection(t, c, now)
+	e, ok, err := collection(t, c, now, shard.KindList)
 	if err != nil {
 		return errReply(err)
 	}
@@ -669,19 +678,20 @@ func (j *shardJob) lpos(t *shard.Table, c *Command, now int64) Reply {
 		}
 		return nilReply()
 	}
+	n, elems := listElems(e.Payload)
 	if rank > 0 {
-		return lposForward(e.Payload, v, rank, count, maxlen)
+		return lposForward(elems, v, rank, count, maxlen)
 	}
-	return lposBackward(e.Payload, v, rank, count, maxlen)
+	return lposBackward(n, elems, v, rank, count, maxlen)
 }
 
 // lposForward scans from the head: the matches from the rank-th on, up to
 // count of them (0: all), among the first maxlen elements (0: all).
-func lposForward(p, v []byte, rank, count, maxlen int64) Reply {
+func lposForward(elems, v []byte, rank, count, maxlen int64) Reply {
 	var items []Reply
 	matches := int64(0)
 	idx := int64(0)
-	for it := iterStrings(p); it.more() && (maxlen == 0 || idx < maxlen); idx++ {
+	for it := (strIter{b: elems}); it.more() && (maxlen == 0 || idx < maxlen); idx++ {
 		if !bytes.Equal(it.next(), v) {
 			continue
 		}
@@ -708,13 +718,12 @@ func lposForward(p, v []byte, rank, count, maxlen int64) Reply {
 
 // lposBackward scans from the tail, as a negative rank asks: the matches
 // counted from the tail, found by counting them from the head first.
-func lposBackward(p, v []byte, rank, count, maxlen int64) Reply {
-	n := collCount(p)
+func lposBackward(n int, elems, v []byte, rank, count, maxlen int64) Reply {
 	lo := 0 // the scan covers the last maxlen elements
 	if maxlen > 0 && maxlen < int64(n) {
 		lo = n - int(maxlen)
 	}
-	it := iterStrings(p)
+	it := strIter{b: elems}
 	for i := 0; i < lo; i++ {
 		it.next()
 	}

@@ -35,9 +35,11 @@ import (
 // into the front slack, and a cut adds to the tail slack, so neither moves
 // the elements until a slack runs out (or the tail's grows past a bound)
 // and the record is laid out again with fresh slack: O(1) per element,
-// amortised. LLEN reads the count. Every other list command gives the list
-// its plain layout back first (plainList) and works as on any list: the
-// index is rebuilt by a later LPUSH. The elements and their order are the
+// amortised. LLEN reads the count; LRANGE and LPOS read the elements in
+// place. Every other list command (a write) gives the list its plain
+// layout back first (plainList) and works as on any list: the index is
+// rebuilt by a later LPUSH. Writes are replicated and deterministic, so
+// every node holds the same layout; reads never change it. The elements and their order are the
 // same in both layouts; only the record's size and these commands' cost
 // differ.
 const (
@@ -106,8 +108,19 @@ func (x lIdx) offset(i, n int) int {
 	return x.dataEnd - len(it.rest())
 }
 
-// plainList gives an indexed list its plain layout back, for the commands
-// that work on it; the elements do not change.
+// listElems is a list's count and its encoded elements, in either
+// layout, for the reads (which never change the layout: they are not
+// replicated, so the change would be this node's alone).
+func listElems(p []byte) (int, []byte) {
+	if listIsIndexed(p) {
+		return listCount(p), lIdxOf(p).elements()
+	}
+	return collCount(p), p[collHeader:]
+}
+
+// plainList gives an indexed list its plain layout back, for the writes
+// that work on it; the elements do not change. On an error (the shard's
+// storage full) the list is as it was.
 func (j *shardJob) plainList(t *shard.Table, e shard.Entry) (shard.Entry, error) {
 	if !listIsIndexed(e.Payload) {
 		return e, nil
@@ -115,12 +128,13 @@ func (j *shardJob) plainList(t *shard.Table, e shard.Entry) (shard.Entry, error)
 	n := listCount(e.Payload)
 	x := lIdxOf(e.Payload)
 	size := copy(e.Payload[collHeader:], x.elements())
-	e, err := t.Resize(e, collHeader+size)
+	grown, err := t.Resize(e, collHeader+size)
 	if err != nil {
+		copy(e.Payload[x.start:], e.Payload[collHeader:collHeader+size])
 		return e, err
 	}
-	binary.LittleEndian.PutUint32(e.Payload, uint32(n))
-	return e, nil
+	binary.LittleEndian.PutUint32(grown.Payload, uint32(n))
+	return grown, nil
 }
 
 // layOut gives the list whose count is n, elements elems and index the
@@ -180,6 +194,11 @@ func (j *shardJob) indexList(t *shard.Table, e shard.Entry, n int) {
 // whose ordinal is a multiple of the stride get entries, from the tail
 // slack; a slack too small for them lays the record out again first.
 func (j *shardJob) pushHeadIndexed(t *shard.Table, e shard.Entry, n int, vals [][]byte) (int, error) {
+	// A push grows the list, slack or not: past maxmemory it is refused,
+	// as on the plain layout (and on every node alike).
+	if err := j.growable(); err != nil {
+		return 0, err
+	}
 	x := lIdxOf(e.Payload)
 	top := uint32(n-1) + x.cutElems() // the head's ordinal before the push
 	add, q := 0, 0

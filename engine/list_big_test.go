@@ -178,3 +178,71 @@ func TestLongListAgainstModel(t *testing.T) {
 		t.Errorf("the list was indexed after only %d of 6000 steps", indexedSteps)
 	}
 }
+
+// An indexed list as the writes and reads that are not the moving
+// window's meet it: reads leave its layout alone (they are not
+// replicated), a push past maxmemory is refused whatever slack it has, and
+// a WATCH fingerprint does not change when a failed write gives the index
+// up.
+func TestLongListLayoutAndItsNeighbours(t *testing.T) {
+	e := New(Config{Shards: 1})
+	defer e.Close()
+	var b Batch
+	now := time.Now().UnixNano()
+	var elems []string
+	for i := range 300 {
+		elems = append(elems, "e"+strconv.Itoa(i))
+	}
+	listRun(e, &b, now, OpLPush, 0, 0, "w", elems...)
+	listRun(e, &b, now, OpLPush, 0, 0, "w", "head") // a head push onto a long list indexes it
+	if p := listPayload(e, "w"); p == nil || !listIsIndexed(p) {
+		t.Fatal("a list of 301 elements pushed at its head is not indexed")
+	}
+	listRun(e, &b, now, OpLRange, 0, 0, "w", "5", "20")
+	listRun(e, &b, now, OpLPos, 0, 0, "w", "e7", "RANK", "-1")
+	if p := listPayload(e, "w"); !listIsIndexed(p) {
+		t.Fatal("LRANGE or LPOS changed the list's layout")
+	}
+	if got := listRun(e, &b, now, OpLRange, 0, 0, "w", "0", "2"); len(got.Items) != 3 || string(got.Items[0].Bulk) != "head" || string(got.Items[1].Bulk) != "e299" {
+		t.Fatalf("LRANGE 0 2 of the indexed list: %+v", got.Items)
+	}
+	if got := listRun(e, &b, now, OpLPos, 0, 0, "w", "e0"); got.Int != 300 {
+		t.Fatalf("LPOS e0: %+v, want 300", got)
+	}
+
+	fp := func() int64 {
+		var f int64
+		done := make(chan struct{})
+		e.shards[0].Submit(taskFunc(func(tb *shard.Table) {
+			c := Command{Key: []byte("w")}
+			c.hash = shard.Hash(c.Key)
+			f = fingerprint(tb, &c, now)
+			close(done)
+		}))
+		<-done
+		return f
+	}
+	before := fp()
+	if got := listRun(e, &b, now, OpLSet, 0, 0, "w", "100000", "x"); got.Kind != ReplyError {
+		t.Fatalf("LSET out of range: %+v", got)
+	}
+	if listIsIndexed(listPayload(e, "w")) {
+		t.Fatal("the failed LSET kept the index: this test no longer covers the layout change")
+	}
+	if fp() != before {
+		t.Error("a failed LSET changed the list's WATCH fingerprint")
+	}
+
+	listRun(e, &b, now, OpLPush, 0, 0, "w", "again") // indexed again
+	if !listIsIndexed(listPayload(e, "w")) {
+		t.Fatal("the head push did not index the list again")
+	}
+	e.SetMaxMemory(1)
+	if got := listRun(e, &b, now, OpLPush, 0, 0, "w", "over"); got.Kind != ReplyError || got.Err != ErrOOM {
+		t.Fatalf("LPUSH onto an indexed list past maxmemory: %+v, want OOM", got)
+	}
+	e.SetMaxMemory(0)
+	if got := listRun(e, &b, now, OpLLen, 0, 0, "w"); got.Int != 302 {
+		t.Fatalf("LLEN %d after the refused push, want 302", got.Int)
+	}
+}

@@ -129,18 +129,27 @@ func (e *Engine) release(s int, key []byte) {
 }
 
 // fingerprint hashes a key's live record (kind, expiry, payload); 0 when
-// it has none.
+// it has none. A list is hashed by its count and elements, whatever its
+// layout (list_big.go): a write that gives up a list's index changes
+// nothing a client can see.
 func fingerprint(t *shard.Table, c *Command, now int64) int64 {
 	e, ok := t.Get(c.Key, c.hash, now)
 	if !ok {
 		return 0
 	}
-	var head [9]byte
+	var head [13]byte
 	head[0] = byte(e.Kind)
 	binary.LittleEndian.PutUint64(head[1:], uint64(t.ExpireAt(e)))
 	d := xxhash.New()
-	d.Write(head[:])
-	d.Write(e.Payload)
+	if e.Kind == shard.KindList {
+		n, elems := listElems(e.Payload)
+		binary.LittleEndian.PutUint32(head[9:], uint32(n))
+		d.Write(head[:])
+		d.Write(elems)
+	} else {
+		d.Write(head[:9])
+		d.Write(e.Payload)
+	}
 	return int64(d.Sum64() | 1)
 }
 
