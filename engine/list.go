@@ -180,16 +180,6 @@ func listRange(start, end int64, n int) (int, int, bool) {
 	return int(start), int(end), true
 }
 
-// plainCollection is the list for the commands that work on its plain
-// layout (list_big.go): an indexed list gives its index up first.
-func (j *shardJob) plainCollection(t *shard.Table, c *Command, now int64) (shard.Entry, bool, error) {
-	e, ok, err := collection(t, c, now, shard.KindList)
-	if ok && err == nil {
-		e, err = j.plainList(t, e)
-	}
-	return e, ok, err
-}
-
 // lpush serves LPUSH, RPUSH, LPUSHX and RPUSHX.
 func (j *shardJob) lpush(t *shard.Table, c *Command, now int64) Reply {
 	tail := c.N[0] != 0
@@ -281,7 +271,7 @@ func (j *shardJob) lpop(t *shard.Table, c *Command, now int64) Reply {
 			return errReply(ErrNotPositive)
 		}
 	}
-	e, ok, err := j.plainCollection(t, c, now)
+	e, ok, err := collection(t, c, now, shard.KindList)
 	if err != nil {
 		return errReply(err)
 	}
@@ -293,6 +283,9 @@ func (j *shardJob) lpop(t *shard.Table, c *Command, now int64) Reply {
 	}
 	if hasCount && want == 0 {
 		return emptyArray()
+	}
+	if e, err = j.plainList(t, e); err != nil {
+		return errReply(err)
 	}
 	p := e.Payload
 	n := collCount(p)
@@ -488,7 +481,7 @@ func (j *shardJob) lset(t *shard.Table, c *Command, now int64) Reply {
 	if len(c.Args) != 2 {
 		return errReply(arityError("lset"))
 	}
-	e, ok, err := j.plainCollection(t, c, now)
+	e, ok, err := collection(t, c, now, shard.KindList)
 	if err != nil {
 		return errReply(err)
 	}
@@ -499,10 +492,13 @@ func (j *shardJob) lset(t *shard.Table, c *Command, now int64) Reply {
 	if err != nil {
 		return errReply(ErrNotInteger)
 	}
-	n := collCount(e.Payload)
+	n := listCount(e.Payload)
 	i, in := listIndex(idx, n)
 	if !in {
 		return errReply(ErrIndexRange)
+	}
+	if e, err = j.plainList(t, e); err != nil {
+		return errReply(err)
 	}
 	at := listOffset(e.Payload, i)
 	it := strIter{b: e.Payload[at:]}
@@ -523,7 +519,7 @@ func (j *shardJob) lrem(t *shard.Table, c *Command, now int64) Reply {
 	if err != nil {
 		return errReply(ErrNotInteger)
 	}
-	e, ok, err := j.plainCollection(t, c, now)
+	e, ok, err := collection(t, c, now, shard.KindList)
 	if err != nil {
 		return errReply(err)
 	}
@@ -531,9 +527,9 @@ func (j *shardJob) lrem(t *shard.Table, c *Command, now int64) Reply {
 		return intReply(0)
 	}
 	v := c.Args[1]
-	p := e.Payload
+	_, elems := listElems(e.Payload)
 	matches := 0
-	for it := iterStrings(p); it.more(); {
+	for it := (strIter{b: elems}); it.more(); {
 		if bytes.Equal(it.next(), v) {
 			matches++
 		}
@@ -551,6 +547,10 @@ func (j *shardJob) lrem(t *shard.Table, c *Command, now int64) Reply {
 	if removed <= 0 {
 		return intReply(0)
 	}
+	if e, err = j.plainList(t, e); err != nil {
+		return errReply(err)
+	}
+	p := e.Payload
 	n := collCount(p)
 	if removed == n {
 		t.Delete(e)
@@ -587,7 +587,7 @@ func (j *shardJob) linsert(t *shard.Table, c *Command, now int64) Reply {
 	default:
 		return errReply(ErrSyntax)
 	}
-	e, ok, err := j.plainCollection(t, c, now)
+	e, ok, err := collection(t, c, now, shard.KindList)
 	if err != nil {
 		return errReply(err)
 	}
@@ -595,6 +595,12 @@ func (j *shardJob) linsert(t *shard.Table, c *Command, now int64) Reply {
 		return intReply(0)
 	}
 	pivot, v := c.Args[1], c.Args[2]
+	if !listHas(e.Payload, pivot) {
+		return intReply(-1)
+	}
+	if e, err = j.plainList(t, e); err != nil {
+		return errReply(err)
+	}
 	p := e.Payload
 	at := -1
 	for it := iterStrings(p); it.more(); {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"encoding/binary"
 	"slices"
 
@@ -37,9 +38,12 @@ import (
 // and the record is laid out again with fresh slack: O(1) per element,
 // amortised. LLEN reads the count; LRANGE and LPOS read the elements in
 // place. Every other list command (a write) gives the list its plain
-// layout back first (plainList) and works as on any list: the index is
-// rebuilt by a later LPUSH. Writes are replicated and deterministic, so
-// every node holds the same layout; reads never change it. The elements and their order are the
+// layout back (plainList) once it knows it will change the list, and works
+// as on any list: the index is rebuilt by a later LPUSH. So the layout
+// follows the changes alone, which the journal and the Raft log both
+// carry: a replay, and every node of a cluster, holds the same bytes. A
+// read, or a write that changes nothing (and is not journaled), leaves the
+// layout alone. The elements and their order are the
 // same in both layouts; only the record's size and these commands' cost
 // differ.
 const (
@@ -116,6 +120,17 @@ func listElems(p []byte) (int, []byte) {
 		return listCount(p), lIdxOf(p).elements()
 	}
 	return collCount(p), p[collHeader:]
+}
+
+// listHas reports whether the list holds v, in either layout.
+func listHas(p, v []byte) bool {
+	_, elems := listElems(p)
+	for it := (strIter{b: elems}); it.more(); {
+		if bytes.Equal(it.next(), v) {
+			return true
+		}
+	}
+	return false
 }
 
 // plainList gives an indexed list its plain layout back, for the writes
