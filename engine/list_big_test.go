@@ -311,17 +311,7 @@ func TestLongListJournalReplay(t *testing.T) {
 					indexed++
 				}
 			}
-			rebuilt := New(Config{Shards: 2})
-			for i, rec := range j.snapshot() {
-				if _, err := rebuilt.Replay(rec, nil); err != nil {
-					t.Fatalf("record %d: %v", i, err)
-				}
-			}
-			got, want := dump(t, rebuilt, clk.Now()), dump(t, live, clk.Now())
-			rebuilt.Close()
-			if got != want {
-				t.Fatalf("after %d batches, replayed lists differ\n got %.600s\nwant %.600s", step+1, got, want)
-			}
+			checkReplay(t, j, live, clk.Now(), step+1)
 		}
 	}
 	if indexed < 10 {

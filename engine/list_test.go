@@ -452,17 +452,23 @@ func TestListJournalReplay(t *testing.T) {
 		}
 		live.Execute(&b, clk.Now())
 		if step%100 == 99 {
-			rebuilt := New(Config{Shards: 2})
-			for i, rec := range j.snapshot() {
-				if _, err := rebuilt.Replay(rec, nil); err != nil {
-					t.Fatalf("record %d: %v", i, err)
-				}
-			}
-			got, want := dump(t, rebuilt, clk.Now()), dump(t, live, clk.Now())
-			rebuilt.Close()
-			if got != want {
-				t.Fatalf("after %d batches, replayed lists differ\n got %.600s\nwant %.600s", step+1, got, want)
-			}
+			checkReplay(t, j, live, clk.Now(), step+1)
 		}
+	}
+}
+
+// checkReplay rebuilds the journal's state in a new engine and compares
+// it with live's, record for record, byte for byte.
+func checkReplay(t *testing.T, j *memJournal, live *Engine, now int64, batches int) {
+	t.Helper()
+	rebuilt := New(Config{Shards: 2})
+	defer rebuilt.Close()
+	for i, rec := range j.snapshot() {
+		if _, err := rebuilt.Replay(rec, nil); err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+	}
+	if got, want := dump(t, rebuilt, now), dump(t, live, now); got != want {
+		t.Fatalf("after %d batches, replayed lists differ\n got %.600s\nwant %.600s", batches, got, want)
 	}
 }
