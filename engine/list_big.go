@@ -193,6 +193,11 @@ func (j *shardJob) layOut(t *shard.Table, e shard.Entry, n int, elems []byte, cu
 func (j *shardJob) indexList(t *shard.Table, e shard.Entry, n int) {
 	elems := e.Payload[collHeader:]
 	m := (n-1)/listStride + 1 // ordinals 0, S, 2S, ... up to n-1
+	if collHeader+len(elems)+2*listSlack(len(elems))+4*m+listTrailer+len(e.Key)+64 > shard.MaxRecord {
+		// Too close to the record's limit for the index and its slack:
+		// it stays plain rather than try (and walk it) on every push.
+		return
+	}
 	dist := make([]uint32, m)
 	it := strIter{b: elems}
 	for i := 0; i < n; i++ {

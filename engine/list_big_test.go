@@ -318,3 +318,29 @@ func TestLongListJournalReplay(t *testing.T) {
 		t.Errorf("only %d of 45 checks found a list indexed: the replay hardly met the layout", indexed)
 	}
 }
+
+// A long list too close to the record's limit for an index and its slack
+// stays plain, and takes pushes up to the limit as before.
+func TestLongListNearTheRecordLimit(t *testing.T) {
+	e := New(Config{Shards: 1})
+	defer e.Close()
+	var b Batch
+	now := time.Now().UnixNano()
+	v := strings.Repeat("v", 1000)
+	n := 0
+	for ; n < 2000; n++ {
+		if got := listRun(e, &b, now, OpLPush, 0, 0, "big", v); got.Kind == ReplyError {
+			break
+		}
+		if n == 300 && !listIsIndexed(listPayload(e, "big")) {
+			t.Fatal("a list of 300 KB is not indexed")
+		}
+	}
+	if n < 1000 {
+		t.Fatalf("only %d pushes of 1,000 bytes fit in a list", n)
+	}
+	if got := listRun(e, &b, now, OpLIndex, 0, 0, "big", "-1"); string(got.Bulk) != v {
+		t.Fatalf("LINDEX -1 of the big list: %+v", got.Kind)
+	}
+	t.Logf("%d pushes of 1,000 bytes fit; the list is indexed: %v", n, listIsIndexed(listPayload(e, "big")))
+}
