@@ -118,6 +118,11 @@ func limitsAcquireArgs(r *rand.Rand, long bool, now int64) []string {
 		}
 	case 4:
 		return []string{ts, limit, expiry}[:r.IntN(4)]
+	case 5, 6:
+		// A long window: the list passes the length Sluice indexes at
+		// (128), is trimmed from its tail at the limit, and LINDEX reads
+		// deep into it.
+		limit, amount = strconv.Itoa(150+r.IntN(250)), strconv.Itoa(40+r.IntN(110))
 	}
 	return []string{ts, limit, expiry, amount}
 }
