@@ -373,14 +373,8 @@ func (j *shardJob) lindex(t *shard.Table, c *Command, now int64) Reply {
 	if !in {
 		return nilReply()
 	}
-	if listIsIndexed(e.Payload) {
-		it := strIter{b: e.Payload[lIdxOf(e.Payload).offset(i, n):]}
-		return j.bulk(it.next())
-	}
-	it := iterStrings(e.Payload)
-	for ; i > 0; i-- {
-		it.next()
-	}
+	off, end := listAt(e.Payload, i, n)
+	it := strIter{b: e.Payload[off:end]}
 	return j.bulk(it.next())
 }
 
@@ -412,18 +406,13 @@ func (j *shardJob) lrange(t *shard.Table, c *Command, now int64) Reply {
 	if !ok {
 		return emptyArray()
 	}
-	n, _ := listElems(e.Payload)
+	n := listCount(e.Payload)
 	first, last, nonEmpty := listRange(start, end, n)
 	if !nonEmpty {
 		return emptyArray()
 	}
-	var it strIter
-	if listIsIndexed(e.Payload) {
-		x := lIdxOf(e.Payload)
-		it = strIter{b: e.Payload[x.offset(first, n):x.dataEnd]}
-	} else {
-		it = strIter{b: e.Payload[listOffset(e.Payload, first):]}
-	}
+	off, elemsEnd := listAt(e.Payload, first, n)
+	it := strIter{b: e.Payload[off:elemsEnd]}
 	items := make([]Reply, last-first+1)
 	for i := range items {
 		items[i] = j.bulk(it.next())

@@ -122,6 +122,16 @@ func listElems(p []byte) (int, []byte) {
 	return collCount(p), p[collHeader:]
 }
 
+// listAt is the offset of element i of a list of n elements and where its
+// elements end, in either layout.
+func listAt(p []byte, i, n int) (off, end int) {
+	if listIsIndexed(p) {
+		x := lIdxOf(p)
+		return x.offset(i, n), x.dataEnd
+	}
+	return listOffset(p, i), len(p)
+}
+
 // listHas reports whether the list holds v, in either layout.
 func listHas(p, v []byte) bool {
 	_, elems := listElems(p)

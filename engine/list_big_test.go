@@ -180,10 +180,10 @@ func TestLongListAgainstModel(t *testing.T) {
 }
 
 // An indexed list as the writes and reads that are not the moving
-// window's meet it: reads leave its layout alone (they are not
-// replicated), a push past maxmemory is refused whatever slack it has, and
-// a WATCH fingerprint does not change when a failed write gives the index
-// up.
+// window's meet it: reads, and writes that change nothing, leave its
+// layout alone (neither is journaled or replicated as a change), a push
+// past maxmemory is refused whatever slack it has, and the WATCH
+// fingerprint is the elements', whatever the layout.
 func TestLongListLayoutAndItsNeighbours(t *testing.T) {
 	e := New(Config{Shards: 1})
 	defer e.Close()
