@@ -105,6 +105,7 @@ type client struct {
 	killed                        chan struct{}
 	killOnce                      sync.Once
 	mon                           atomic.Pointer[monitor]
+	monStarting                   *monitor // MONITOR ran; it starts once counted
 	monLine                       []byte
 }
 
@@ -463,6 +464,9 @@ func (c *client) dispatch(args [][]byte) {
 		start, errs, mark := monoNow(), c.acct.errors, len(c.out)
 		cmd.run(c.s, c, args)
 		c.ranServerCommand(row, args, monoNow()-start, errs, mark)
+		if c.monStarting != nil {
+			c.startMonitor()
+		}
 		return
 	}
 	ec := c.batch.Add()

@@ -238,19 +238,28 @@ func (m *monitor) run() {
 }
 
 func cmdMonitor(s *Server, c *client, args [][]byte) {
-	if c.mon.Load() != nil {
+	if c.mon.Load() != nil || c.monStarting != nil {
 		return // already monitoring: no reply, as Redis
 	}
-	m := &monitor{c: c, wake: make(chan struct{}, 1), gone: make(chan struct{}), done: make(chan struct{})}
 	c.writeOK()
-	// From here the writer owns the socket: this connection's replies
-	// (earlier ones of its pipeline first) go through the queue, in order
-	// with the lines.
+	// The hand-over waits until MONITOR is counted (dispatch): as in
+	// Redis, a client that has its +OK finds it in the slow log and
+	// commandstats.
+	c.monStarting = &monitor{c: c, wake: make(chan struct{}, 1), gone: make(chan struct{}), done: make(chan struct{})}
+}
+
+// startMonitor makes the connection the monitor MONITOR prepared: from
+// here its writer owns the socket, and this connection's replies (earlier
+// ones of its pipeline first) go through the queue, in order with the
+// lines.
+func (c *client) startMonitor() {
+	m := c.monStarting
+	c.monStarting = nil
 	c.mon.Store(m)
 	c.flushOut()
 	go m.run()
-	s.monitors.add(s, m)
-	c.hooks = s.hooks.Load()
+	c.s.monitors.add(c.s, m)
+	c.hooks = c.s.hooks.Load()
 }
 
 // endMonitor detaches a monitor whose connection ends and lets its writer

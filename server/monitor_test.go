@@ -139,3 +139,27 @@ func everyByte() string {
 	}
 	return string(b)
 }
+
+// TestMonitorCountedBeforeItsReply: as in Redis, MONITOR is in the slow
+// log (and commandstats) by the time its +OK reaches the client, so a
+// SLOWLOG RESET sent after the +OK clears it. (MONITOR once handed the
+// socket over, its +OK written, before it was counted.)
+func TestMonitorCountedBeforeItsReply(t *testing.T) {
+	s := sluicetest.Start(t, sluicetest.Options{})
+	c := sluicetest.DialRaw(t, "tcp", s.Addr)
+	if got := c.Do(t, "CONFIG", "SET", "slowlog-log-slower-than", "0"); got != "+OK\r\n" {
+		t.Fatalf("CONFIG SET: %q", got)
+	}
+	for round := range 30 {
+		mon := sluicetest.DialRaw(t, "tcp", s.Addr)
+		if got := mon.Do(t, "MONITOR"); got != "+OK\r\n" {
+			t.Fatalf("MONITOR: %q", got)
+		}
+		c.Do(t, "SLOWLOG", "RESET")
+		// The log holds the RESET alone (it logs itself after it ran).
+		if got := c.Do(t, "SLOWLOG", "GET", "-1"); strings.Contains(strings.ToLower(got), "monitor") {
+			t.Fatalf("round %d: the slow log after a RESET sent after MONITOR's +OK still holds MONITOR (counted after its reply): %q", round, got)
+		}
+		mon.Conn().Close()
+	}
+}
