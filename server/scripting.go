@@ -566,7 +566,7 @@ func prepareEval(cl *client, c *engine.Command) error {
 	var known *nativeScript
 	if c.N[3] == shaBody {
 		c.N[3] = 0
-		body, ok := lua.Body(string(c.Value))
+		body, ok := lua.BodyOf(c.Value)
 		if !ok {
 			return errNoScript
 		}

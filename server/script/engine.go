@@ -106,24 +106,38 @@ func (e *engineImpl) load(body []byte) (*compiled, error) {
 	return c, nil
 }
 
-func (e *engineImpl) body(sha string) ([]byte, bool) {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	c, ok := e.cache[strings.ToLower(sha)]
-	if !ok {
-		return nil, false
+// cached finds a cached script by its SHA1 in hex of either case, without
+// allocating: EVALSHA looks one up on every call.
+func cached[T string | []byte](e *engineImpl, sha T) (*compiled, bool) {
+	var lower [40]byte
+	if len(sha) != len(lower) {
+		return nil, false // the cache's keys are 40 hex digits
 	}
-	return c.body, true
+	for i := range len(sha) {
+		ch := sha[i]
+		if 'A' <= ch && ch <= 'Z' {
+			ch += 'a' - 'A'
+		}
+		lower[i] = ch
+	}
+	e.mu.RLock()
+	c, ok := e.cache[string(lower[:])]
+	e.mu.RUnlock()
+	return c, ok
+}
+
+func (e *engineImpl) body(sha string) ([]byte, bool) {
+	if c, ok := cached(e, sha); ok {
+		return c.body, true
+	}
+	return nil, false
 }
 
 func (e *engineImpl) flags(sha string) (Flags, bool) {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	c, ok := e.cache[strings.ToLower(sha)]
-	if !ok {
-		return Flags{}, false
+	if c, ok := cached(e, sha); ok {
+		return c.flags, true
 	}
-	return c.flags, true
+	return Flags{}, false
 }
 
 func (e *engineImpl) flush() {

@@ -18,7 +18,6 @@ package script
 
 import (
 	"context"
-	"strings"
 
 	"github.com/sluicehq/sluice/engine"
 )
@@ -113,6 +112,14 @@ func (e *Engine) Load(body []byte) (sha string, err error) {
 // Body returns a cached script's body by its SHA1 (any case).
 func (e *Engine) Body(sha string) ([]byte, bool) { return e.impl.body(sha) }
 
+// BodyOf is Body for a SHA1 in a command's bytes, with no allocation.
+func (e *Engine) BodyOf(sha []byte) ([]byte, bool) {
+	if c, ok := cached(e.impl, sha); ok {
+		return c.body, true
+	}
+	return nil, false
+}
+
 // Flush empties the cache (SCRIPT FLUSH).
 func (e *Engine) Flush() { e.impl.flush() }
 
@@ -143,9 +150,7 @@ func (e *Engine) Run(ctx context.Context, body []byte, keys, args [][]byte, host
 // RunSHA runs a cached script by its SHA1 (any case), as EVALSHA: false
 // when it is not cached (the reply is then NoScript's).
 func (e *Engine) RunSHA(ctx context.Context, sha string, keys, args [][]byte, host Host) (engine.Reply, bool) {
-	e.impl.mu.RLock()
-	c, ok := e.impl.cache[strings.ToLower(sha)]
-	e.impl.mu.RUnlock()
+	c, ok := cached(e.impl, sha)
 	if !ok {
 		return engine.Reply{Kind: engine.ReplyError, Err: engine.RawError(NoScript)}, false
 	}
