@@ -209,12 +209,15 @@ func (p *Pair) Run(g *Gen, steps int, only ...string) {
 	p.TB.Helper()
 	var gens []func() [][]string
 	for _, f := range families {
+		fg := f.Gens(g)
 		if len(only) == 0 || slices.Contains(only, f.Name) {
-			fg := f.Gens(g)
 			gens = append(gens, fg...)
-			if f.Name != "tx" {
-				g.bodies = append(g.bodies, fg...)
-			}
+		}
+		// Transactions and scripts draw their commands from every other
+		// family, whichever families the run sends on their own (a run
+		// of "tx" alone once had nothing to draw from).
+		if f.Name != "tx" {
+			g.bodies = append(g.bodies, fg...)
 		}
 	}
 	if len(gens) == 0 {
