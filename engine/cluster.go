@@ -36,6 +36,10 @@ var (
 	// ErrNonLocalKey: a script called a command on a key of another
 	// group than the one its declared keys put it on.
 	ErrNonLocalKey = errors.New("Script attempted to access a non local key in a cluster node script")
+	// ErrTxKeyspace: a transaction queued KEYS, SCAN or FLUSHALL on a node
+	// of several groups, where a transaction runs on one group and such a
+	// command would reach the others' keys.
+	ErrTxKeyspace = errors.New("KEYS, SCAN, FLUSHALL and FLUSHDB cannot run inside MULTI on a cluster of several groups (a transaction runs on one group); send them outside MULTI")
 )
 
 // SlotRange is a contiguous range of hash slots, both ends included.

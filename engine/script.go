@@ -173,7 +173,9 @@ func (r *ScriptRun) Exec(c *Command) Reply {
 		return errReply(errUnknownOp)
 	}
 	if slots := x.e.cfg.Slots; slots != (SlotRange{}) {
-		local := true
+		// KEYS, SCAN and FLUSHALL would reach the other groups' keys too,
+		// and see or empty this group's alone.
+		local := spec.Keys != KeysAll
 		c.EachKey(func(k []byte) { local = local && slots.Holds(KeySlot(k)) })
 		if !local {
 			return errReply(ErrNonLocalKey)

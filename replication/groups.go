@@ -227,8 +227,9 @@ func (gs *Groups) GroupOf(key []byte) int { return gs.groupOfSlot(KeySlot(key)) 
 
 // Command routing: the group of every command of a pipeline.
 const (
-	routeCrossSlot = -1 // keys in different groups
-	routeKeyspace  = -2 // KEYS, SCAN, FLUSHALL
+	routeCrossSlot  = -1 // keys in different groups
+	routeKeyspace   = -2 // KEYS, SCAN, FLUSHALL
+	routeTxKeyspace = -3 // a transaction that queued KEYS, SCAN or FLUSHALL
 )
 
 // route is the group c's keys belong to, or a route constant. A command
@@ -238,16 +239,26 @@ func (gs *Groups) route(c *engine.Command) int {
 	if c.KeyspaceWide() {
 		return routeKeyspace
 	}
-	g := -3
+	if c.Op == engine.OpExec {
+		for i := range c.Sub {
+			if c.Sub[i].KeyspaceWide() {
+				// Its group would run it on its own keys alone: a
+				// FLUSHALL that empties one group of several.
+				return routeTxKeyspace
+			}
+		}
+	}
+	const none = -10
+	g := none
 	c.EachKey(func(key []byte) {
 		switch k := gs.GroupOf(key); {
-		case g == -3:
+		case g == none:
 			g = k
 		case g != k:
 			g = routeCrossSlot
 		}
 	})
-	if g == -3 {
+	if g == none {
 		return 0
 	}
 	return g
@@ -260,19 +271,20 @@ func (gs *Groups) Execute(b *engine.Batch, now int64) {
 		gs.nodes[0].Execute(b, now)
 		return
 	}
-	one := -3
+	const empty, split = -100, -101
+	one := empty
 	for i := range b.Cmds {
 		g := gs.route(&b.Cmds[i])
-		if g < 0 || (one != -3 && g != one) {
-			one = -4
+		if g < 0 || (one != empty && g != one) {
+			one = split
 			break
 		}
 		one = g
 	}
 	switch one {
-	case -3: // empty
+	case empty:
 		b.Replies = b.Replies[:0]
-	case -4:
+	case split:
 		gs.executeSplit(b, now)
 	default:
 		gs.nodes[one].Execute(b, now)
@@ -316,6 +328,8 @@ func (gs *Groups) runKeyed(b *engine.Batch, routes []int, from, to int, now int6
 		switch g := routes[i]; g {
 		case routeCrossSlot:
 			b.Replies[i] = engine.Reply{Kind: engine.ReplyError, Err: engine.ErrCrossSlot}
+		case routeTxKeyspace:
+			b.Replies[i] = engine.Reply{Kind: engine.ReplyError, Err: engine.ErrTxKeyspace}
 		default:
 			if parts[g] == nil {
 				parts[g] = &engine.Batch{ReadOnly: b.ReadOnly}

@@ -334,3 +334,56 @@ func processCPU() int64 {
 	}
 	return ru.Utime.Nano() + ru.Stime.Nano()
 }
+
+// TestGroupsTransactionsRefuseKeyspaceCommands: a transaction runs on one
+// group, so a KEYS, SCAN or FLUSHALL queued in it would see or empty that
+// group's keys alone. On a node of several groups such a transaction is
+// refused whole, and nothing in it runs; one alone still covers every
+// group the node leads.
+func TestGroupsTransactionsRefuseKeyspaceCommands(t *testing.T) {
+	nodes := startGroupsCluster(t, 1, 3, false, nil)
+	n := nodes[0]
+	var keys []string
+	for g := range 3 {
+		k := keyOfGroup("tx", g, 3)
+		keys = append(keys, k)
+		if r := run(n, fwCheck(k, 10, 3)).Replies[0]; r.Kind != engine.ReplyDecision {
+			t.Fatalf("FW.CHECK %s: %+v", k, r)
+		}
+	}
+	for _, sub := range []engine.Command{
+		{Op: engine.OpFlushAll},
+		{Op: engine.OpKeys, Pattern: []byte("*")},
+		{Op: engine.OpScan, N: [4]int64{0, 10}},
+	} {
+		for _, tx := range [][]engine.Command{
+			{sub},
+			{fwCheck(keys[0], 10, 1), sub},
+			{sub, fwCheck(keys[1], 10, 1)},
+		} {
+			// In a pipeline with a command of another group after it.
+			b := run(n, engine.Command{Op: engine.OpExec, Sub: tx}, limitInfo(keys[2]))
+			if r := b.Replies[0]; !errors.Is(r.Err, engine.ErrTxKeyspace) {
+				t.Fatalf("EXEC of %d commands with op %d: %+v, want %v", len(tx), sub.Op, r, engine.ErrTxKeyspace)
+			}
+			if r := b.Replies[1]; r.Kind == engine.ReplyError {
+				t.Fatalf("the command after the refused EXEC: %+v", r)
+			}
+		}
+	}
+	for g, k := range keys {
+		r := run(n, limitInfo(k)).Replies[0]
+		if count, ok := infoField(r, "count"); !ok || count != 3 {
+			t.Fatalf("group %d's key %s after the refused transactions: %+v", g, k, r)
+		}
+	}
+	// Outside a transaction FLUSHALL empties every group this node leads.
+	if r := run(n, engine.Command{Op: engine.OpFlushAll}).Replies[0]; r.Kind == engine.ReplyError {
+		t.Fatalf("FLUSHALL: %+v", r)
+	}
+	for g := range 3 {
+		if d := dump(n.engines[g]); len(d) != 0 {
+			t.Fatalf("group %d after FLUSHALL: %v", g, d)
+		}
+	}
+}

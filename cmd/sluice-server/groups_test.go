@@ -231,6 +231,37 @@ func TestGroupsScaleOut(t *testing.T) {
 			t.Fatalf("EXISTS %s after the refused commands: %d, %v", k, n, err)
 		}
 	}
+	// KEYS, SCAN and FLUSHALL reach every group's keys: a script (which
+	// runs on its keys' group) may not call them, nor a transaction (which
+	// runs on one group) queue them; nothing in either runs.
+	kept := keyInGroup("kept", 1, groups)
+	if err := cc.Set(ctx, kept, "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	raw = client(addrOf(gs[0].leader))
+	for _, body := range []string{"return redis.call('FLUSHALL')", "return redis.call('KEYS', '*')", "return redis.call('SCAN', 0)"} {
+		err = raw.Do(ctx, "EVAL", body, 1, a).Err()
+		if err == nil || !strings.Contains(err.Error(), "non local key") {
+			t.Fatalf("EVAL %q: %v, want a non local key error", body, err)
+		}
+	}
+	_, err = raw.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, a, 1, 0)
+		p.FlushAll(ctx)
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "cannot run inside MULTI") {
+		t.Fatalf("MULTI SET FLUSHALL EXEC: %v", err)
+	}
+	raw.Close()
+	if n, err := cc.Exists(ctx, a).Result(); err != nil || n != 0 {
+		t.Fatalf("EXISTS %s after the refused script and transaction: %d, %v", a, n, err)
+	}
+	if v, err := cc.Get(ctx, kept).Result(); err != nil || v != "v" {
+		t.Fatalf("GET %s after the refused FLUSHALLs: %q, %v", kept, v, err)
+	}
+	cc.Del(ctx, kept)
+
 	// With a hash tag the same LIMIT.ALL is one group's, and decides.
 	if err := cc.Do(ctx, "LIMIT.ALL", 2, "SW.CHECK", "{user:42}:ip", 10, 60, 1, "SW.CHECK", "{user:42}:api", 10, 60, 1).Err(); err != nil {
 		t.Fatalf("LIMIT.ALL over one hash tag: %v", err)
