@@ -3,6 +3,7 @@ package engine
 import (
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/shard"
 )
@@ -37,5 +38,48 @@ func TestShardTimeNeverRunsBackwards(t *testing.T) {
 		if r.Kind != ReplyInt || r.Int != 1000 {
 			t.Fatalf("%v: PTTL %+v, want 1000", b.Cmds[0].Op, r)
 		}
+	}
+}
+
+// TestShardTimeFollowsSweepsAndSnapshots: a sweep or a snapshot copy
+// acts as of its time, so a pipeline stamped earlier that reaches the
+// shard after it runs at that time too: it neither finds a key the sweep
+// freed nor the copy left out, which replay (each record at its own time)
+// would find live.
+func TestShardTimeFollowsSweepsAndSnapshots(t *testing.T) {
+	const ms = int64(1e6)
+	for _, act := range []string{"sweep", "snapshot"} {
+		e := New(Config{Shards: 1})
+		t0 := 1000 * ms
+		for _, k := range []string{"short", "long"} {
+			ttl := 100 * ms
+			if k == "long" {
+				ttl = 1000 * ms
+			}
+			e.Execute(&Batch{Cmds: []Command{{Op: OpSet, Key: []byte(k), Value: []byte("1"), Flags: FlagRelative, N: [4]int64{ttl}}}}, t0)
+		}
+		switch act {
+		case "sweep":
+			e.Sweep(t0 + 200*ms)
+			// The sweep runs on the owner, later: wait until it has freed
+			// the expired key.
+			for e.Stats().Swept == 0 {
+				time.Sleep(time.Millisecond)
+			}
+		case "snapshot":
+			e.Snapshot(t0 + 200*ms)
+		}
+		b := &Batch{Cmds: []Command{
+			{Op: OpGet, Key: []byte("short")},
+			{Op: OpTTL, Key: []byte("long"), N: [4]int64{TTLMillis}},
+		}}
+		e.Execute(b, t0+50*ms) // stamped before the sweep or copy
+		if r := b.Replies[0]; r.Kind != ReplyNil {
+			t.Fatalf("after a %s at +200 ms, GET of a key expired at +100 ms, stamped +50 ms: %+v, want nil", act, r)
+		}
+		if r := b.Replies[1]; r.Kind != ReplyInt || r.Int != 800 {
+			t.Fatalf("after a %s at +200 ms, PTTL stamped +50 ms: %+v, want 800", act, r)
+		}
+		e.Close()
 	}
 }

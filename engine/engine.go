@@ -105,6 +105,17 @@ func (e *Engine) shardNow(s int, b *Batch) int64 {
 	return now
 }
 
+// raiseClock moves shard s's clock to now, on its owner, when a sweep or
+// a snapshot copy acts as of now: a pipeline stamped earlier but reaching
+// the shard after it must not find a key the sweep freed (or the copy
+// left out) still live, or the journal's replay, which runs each record
+// at its own time, would rebuild another state than the live one.
+func (e *Engine) raiseClock(s int, now int64) {
+	if c := &e.clocks[s]; c.now < now {
+		c.now = now
+	}
+}
+
 // shardStats are written by one shard's owner and read by INFO; padded so
 // two owners never share a cache line.
 type shardStats struct {
@@ -472,6 +483,7 @@ type sweepTask struct {
 }
 
 func (s *sweepTask) Run(t *shard.Table) {
+	s.e.raiseClock(s.shard, s.now)
 	n := t.Sweep(s.now, s.e.cfg.SweepBudget)
 	s.e.stats[s.shard].swept.Add(int64(n))
 	s.pending.Store(false)

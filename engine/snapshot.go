@@ -13,6 +13,8 @@ import (
 // last journal seq the copy includes.
 type snapshotTask struct {
 	e     *Engine
+	shard int
+	now   int64 // the records expired as of now are left out of the copy
 	seq   uint64
 	clone *shard.Table // in: the previous clone to reuse, or nil; out: the copy
 	done  chan struct{}
@@ -22,6 +24,7 @@ func (s *snapshotTask) Run(t *shard.Table) {
 	// Every record this shard journaled so far has a seq <= this value,
 	// because this shard's records are only appended on this goroutine.
 	s.seq = s.e.journalSeq.Load()
+	s.e.raiseClock(s.shard, s.now)
 	s.clone = t.CloneInto(s.clone)
 	close(s.done)
 }
@@ -108,7 +111,7 @@ func (e *Engine) snapshot(now int64, reuse bool) []ShardSnapshot {
 	for i, s := range e.shards {
 		// The previous snapshot's copies are reused: their memory is
 		// already mapped, so each owner pauses for a memmove only.
-		task := &snapshotTask{e: e, done: make(chan struct{})}
+		task := &snapshotTask{e: e, shard: i, now: now, done: make(chan struct{})}
 		if reuse {
 			task.clone = e.clones[i]
 		}
