@@ -66,18 +66,14 @@ var knownScripts = []*nativeScript{
 	{id: 13, sha: "d19f37c18768a509dbf1310a257bfc35be65609f", name: "limits acquire_moving_window", stat: "limits_acquire_moving_window", run: limitsAcquireMovingWindow},
 }
 
-// knownBySHA and knownByID index knownScripts (knownByID by id: a slice,
-// looked up on every native run).
-var knownBySHA, knownByID = func() (map[string]*nativeScript, []*nativeScript) {
+// knownBySHA and knownByID index knownScripts.
+var knownBySHA, knownByID = func() (map[string]*nativeScript, map[int64]*nativeScript) {
 	bySHA := make(map[string]*nativeScript, len(knownScripts))
-	var byID []*nativeScript
+	byID := make(map[int64]*nativeScript, len(knownScripts))
 	for i, n := range knownScripts {
 		n.idx = i
-		if bySHA[n.sha] != nil || n.id <= 0 || n.id > 1<<10 || n.id < int64(len(byID)) && byID[n.id] != nil {
+		if bySHA[n.sha] != nil || byID[n.id] != nil || n.id <= 0 {
 			panic("server: known script " + n.name + " registered twice or without an id")
-		}
-		for int64(len(byID)) <= n.id {
-			byID = append(byID, nil)
 		}
 		bySHA[n.sha], byID[n.id] = n, n
 	}
@@ -181,10 +177,7 @@ func (a *accel) pathOf(body []byte) string {
 // the command table and run on the held table through NativeRun.Do, and
 // counted when the run ends, as the interpreter's redis.call would be.
 func (s *Scripts) RunNative(id int64, r *engine.NativeRun) (engine.Reply, bool) {
-	var n *nativeScript
-	if id > 0 && id < int64(len(knownByID)) {
-		n = knownByID[id]
-	}
+	n := knownByID[id]
 	if n == nil {
 		return engine.Reply{}, false // an id this build does not know
 	}
