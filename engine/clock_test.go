@@ -83,3 +83,36 @@ func TestShardTimeFollowsSweepsAndSnapshots(t *testing.T) {
 		e.Close()
 	}
 }
+
+// TestRelativeExpiryCountsFromTheMillisecond: SET PX, PEXPIRE and GETEX PX
+// count from the clock's whole millisecond, as Redis does, so PEXPIRETIME
+// reads that millisecond plus the duration and PTTL the duration itself,
+// however far into the millisecond the command ran.
+func TestRelativeExpiryCountsFromTheMillisecond(t *testing.T) {
+	const ms = int64(1e6)
+	e := New(Config{Shards: 1})
+	defer e.Close()
+	now := 100_000*ms + 999_999 // the last nanosecond of a millisecond
+	e.Execute(&Batch{Cmds: []Command{
+		{Op: OpSet, Key: []byte("set"), Value: []byte("v"), Flags: FlagRelative, N: [4]int64{1000 * ms}},
+		{Op: OpSet, Key: []byte("expire"), Value: []byte("v")},
+		{Op: OpSet, Key: []byte("getex"), Value: []byte("v")},
+	}}, now)
+	e.Execute(&Batch{Cmds: []Command{
+		{Op: OpExpire, Key: []byte("expire"), Flags: FlagRelative, N: [4]int64{1000 * ms}},
+		{Op: OpGetEx, Key: []byte("getex"), Args: [][]byte{[]byte("PX"), []byte("1000")}},
+	}}, now)
+	for _, k := range []string{"set", "expire", "getex"} {
+		b := &Batch{Cmds: []Command{
+			{Op: OpTTL, Key: []byte(k), N: [4]int64{TTLUnixMillis}},
+			{Op: OpTTL, Key: []byte(k), N: [4]int64{TTLMillis}},
+		}}
+		e.Execute(b, now)
+		if r := b.Replies[0]; r.Kind != ReplyInt || r.Int != 101_000 {
+			t.Errorf("%s: PEXPIRETIME %+v, want 101000 (the millisecond 100000 + 1000)", k, r)
+		}
+		if r := b.Replies[1]; r.Kind != ReplyInt || r.Int != 1000 {
+			t.Errorf("%s: PTTL %+v, want 1000", k, r)
+		}
+	}
+}

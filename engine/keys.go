@@ -90,6 +90,14 @@ func (j *shardJob) ttl(t *shard.Table, c *Command, now int64) Reply {
 	return intReply((ms + 500) / 1000)
 }
 
+// expiryAfter is the expiry d ns after now. Redis counts a relative expiry
+// from its clock's whole millisecond, so PEXPIRETIME after PEXPIRE k 1000
+// is that millisecond + 1000 and PTTL reads 1000 within it; counting from
+// the nanosecond would report every such expiry 1 ms later than Redis.
+func expiryAfter(now, d int64) int64 {
+	return now - now%1e6 + d
+}
+
 func (j *shardJob) expire(t *shard.Table, c *Command, now int64) Reply {
 	e, ok := t.Get(c.Key, c.hash, now)
 	if !ok {
@@ -100,7 +108,7 @@ func (j *shardJob) expire(t *shard.Table, c *Command, now int64) Reply {
 	}
 	at := c.N[0]
 	if c.Flags&FlagRelative != 0 {
-		at = now + c.N[0]
+		at = expiryAfter(now, c.N[0])
 	}
 	cur := t.ExpireAt(e)
 	switch {

@@ -44,7 +44,7 @@ func (j *shardJob) set(t *shard.Table, c *Command, now int64) Reply {
 	case c.Flags&FlagKeepTTL != 0 && ok:
 		exp = t.ExpireAt(e)
 	case c.Flags&FlagRelative != 0:
-		exp = now + c.N[0]
+		exp = expiryAfter(now, c.N[0])
 	case c.N[0] != 0:
 		exp = c.N[0]
 	}
@@ -238,7 +238,7 @@ func expiryTime(b []byte, unit int64, relative bool, now int64, cmd string) (int
 		return 0, errors.New("invalid expire time in '" + cmd + "' command")
 	}
 	if relative {
-		return now + n*unit, nil
+		return expiryAfter(now, n*unit), nil
 	}
 	return n * unit, nil
 }

@@ -99,7 +99,7 @@ func stringGens(g *Gen) []func() [][]string {
 		one(func() []string { return []string{"TOUCH", g.Key(), g.Key()} }),
 		one(func() []string { return []string{"TYPE", g.Key()} }),
 		one(func() []string { return []string{"TTL", g.Key()} }),
-		one(func() []string { return []string{"EXPIRETIME", g.Key()} }),
+		one(func() []string { return []string{g.Pick("EXPIRETIME", "PEXPIRETIME"), g.Key()} }),
 		one(func() []string {
 			var args []string
 			switch g.R.IntN(4) {
