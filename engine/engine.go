@@ -292,7 +292,8 @@ func (e *Engine) Execute(b *Batch, now int64) {
 	b.now = now
 	b.durable, b.journalFailed = 0, false
 	var misconf error
-	if e.journal != nil && !b.replaying {
+	journaling := e.journal != nil && !b.replaying
+	if journaling {
 		misconf = e.journal.Err()
 	}
 	for i := 0; i < len(b.Cmds); i++ {
@@ -301,6 +302,8 @@ func (e *Engine) Execute(b *Batch, now int64) {
 		switch {
 		case misconf != nil && c.Writes():
 			b.Replies[i] = errReply(ErrMisconf)
+		case journaling && c.Writes() && journalBound(c) > MaxJournaledCommand:
+			b.Replies[i] = errReply(ErrTooBigToJournal)
 		case e.busyScripts.Load() > 0 && !b.replaying && !b.Replicated && e.busyFor(c):
 			b.Replies[i] = errReply(ErrBusy)
 		case c.heldShards():

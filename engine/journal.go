@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/sluicehq/sluice/shard"
 )
 
 // Journal receives every state-changing command, in each shard's order, so
@@ -57,6 +59,52 @@ var ErrMisconf = errors.New("errors writing to the append-only file; writes are 
 // Never MISCONF, which says nothing was done, nor the command's own reply,
 // which would claim the change is kept.
 var ErrNotDurable = errors.New("the command ran, but its change could not be written to the append-only file: it holds now and is lost if the server stops before the disk recovers (see INFO persistence)")
+
+// One journal record must stay under the log's record limit (64 MiB,
+// persistence.MaxRecordSize), or the log refuses it after the change is
+// made: the client would be told NOTDURABLE and a restart would lose the
+// change under later records replayed on top. So, while journaling:
+//
+//   - a command that could journal more than MaxJournaledCommand (its
+//     arguments, an EXEC's queue, the record a RENAME moves) is refused
+//     before it runs, changing nothing;
+//   - a script's write that would take its writes past it fails, as
+//     redis.call, with that error; what the script wrote before stays (a
+//     script that fails midway keeps its earlier writes, as in Redis);
+//   - records of independent commands (a pipeline's part on one shard, a
+//     run of held commands) end once they reach JournalSplitAt, between
+//     two commands.
+//
+// So one record is at most JournalSplitAt plus two commands' bound (an
+// EXEC's queue, a script inside it): 40 MiB, under the limit with room.
+const (
+	MaxJournaledCommand = 16 << 20
+	JournalSplitAt      = 8 << 20
+)
+
+// ErrTooBigToJournal refuses a command whose journal record would pass
+// MaxJournaledCommand.
+var ErrTooBigToJournal = errors.New("command too large for the append-only file: one command (an MSET, a transaction, a script's writes) may journal at most 16 MiB; split it into smaller ones")
+
+// commandOverhead bounds appendCommand's fixed bytes: op, flags, seven
+// uvarint or varint fields of at most 10 bytes, the four numbers.
+const commandOverhead = 2 + 10*11
+
+// journalBound is an upper bound on the bytes c adds to a journal record:
+// its encoding, and for a RENAME the record it moves (at most a page).
+func journalBound(c *Command) int {
+	n := commandOverhead + len(c.Key) + len(c.Value) + len(c.ReqID)
+	for _, a := range c.Args {
+		n += 10 + len(a)
+	}
+	for i := range c.Sub {
+		n += 10 + journalBound(&c.Sub[i])
+	}
+	if c.Op == OpRename {
+		n += 2*commandOverhead + shard.MaxRecord
+	}
+	return n
+}
 
 // Record layout (version 1), one per shard part of a batch:
 //
@@ -162,6 +210,12 @@ func (j *shardJob) journal(cmds []Command, replies []Reply, idx []int32, now int
 		if !changedState(&cmds[i], &replies[i]) {
 			continue
 		}
+		if started && len(w.buf) >= JournalSplitAt {
+			if err := j.appendRecord(w); err != nil {
+				return err
+			}
+			started = false
+		}
 		if !started {
 			w.begin(j.shard, j.e.journalSeq.Add(1), now)
 			started = true
@@ -257,6 +311,6 @@ func (x *heldRun) journal() (uint64, error) {
 		}
 		w.add(&x.effects[i].cmd)
 	}
-	x.effects = x.effects[:0]
+	x.effects, x.effectBytes = x.effects[:0], 0
 	return x.e.journal.Append(w.finish())
 }

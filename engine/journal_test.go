@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -320,4 +321,73 @@ func TestFailWritesTouchesOnlySuccessfulWrites(t *testing.T) {
 	if r := b.Replies; r[0].Err != ErrMisconf || string(r[1].Bulk) != "1" || r[2].Err != ErrNotInteger || r[3].Err != ErrMisconf {
 		t.Fatalf("after FailWrites: %+v", r)
 	}
+}
+
+// TestJournalRecordsStayUnderTheLogLimit: a pipeline of large values on
+// one shard, and a run of multi-key commands, are journaled in several
+// records, none past JournalSplitAt plus one command's bound; a command
+// that could journal more than MaxJournaledCommand is refused, changing
+// nothing; and the records replay to the same state.
+func TestJournalRecordsStayUnderTheLogLimit(t *testing.T) {
+	live, j, clk := journaledEngine(t)
+	value := bytes.Repeat([]byte("v"), 1_000_000)
+	var pipeline, held Batch
+	for i := range 40 {
+		pipeline.Cmds = append(pipeline.Cmds, Command{Op: OpSet, Key: fmt.Appendf(nil, "p%d", i), Value: value})
+		held.Cmds = append(held.Cmds, Command{Op: OpSet, Multi: MultiOK, Sub: []Command{
+			{Op: OpSet, Key: fmt.Appendf(nil, "a%d", i), Value: value},
+			{Op: OpSet, Key: fmt.Appendf(nil, "b%d", i), Value: value},
+		}})
+	}
+	live.Execute(&pipeline, clk.Now())
+	live.Execute(&held, clk.Now())
+	tooBig := Batch{Cmds: []Command{{Op: OpSet, Multi: MultiOK}}}
+	for i := range 17 {
+		tooBig.Cmds[0].Sub = append(tooBig.Cmds[0].Sub, Command{Op: OpSet, Key: fmt.Appendf(nil, "t%d", i), Value: value})
+	}
+	live.Execute(&tooBig, clk.Now())
+	for _, b := range []*Batch{&pipeline, &held} {
+		for i, r := range b.Replies {
+			if r.Kind == ReplyError {
+				t.Fatalf("command %d: %v", i, r.Err)
+			}
+		}
+	}
+	if r := tooBig.Replies[0]; r.Kind != ReplyError || !errors.Is(r.Err, ErrTooBigToJournal) {
+		t.Fatalf("MSET of 17 MB: %+v, want ErrTooBigToJournal", r)
+	}
+	recs := j.snapshot()
+	biggest := 0
+	for _, rec := range recs {
+		biggest = max(biggest, len(rec))
+	}
+	if len(recs) < 6 || biggest > JournalSplitAt+2*MaxJournaledCommand {
+		t.Fatalf("%d records, the largest %d bytes: want the 80 MB written in several, none past %d", len(recs), biggest, JournalSplitAt+2*MaxJournaledCommand)
+	}
+	rebuilt := New(Config{Shards: 2})
+	defer rebuilt.Close()
+	for i, rec := range recs {
+		if _, err := rebuilt.Replay(rec, nil); err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+	}
+	got, want := records(rebuilt, clk.Now()), records(live, clk.Now())
+	if len(want) != 120 || !maps.EqualFunc(got, want, func(a, b SnapshotRecord) bool {
+		return a.Kind == b.Kind && a.ExpireAt == b.ExpireAt && bytes.Equal(a.Payload, b.Payload)
+	}) {
+		t.Fatalf("the replayed state differs, or the refused MSET left keys: %d keys replayed, %d live (want 120)", len(got), len(want))
+	}
+}
+
+// records is an engine's state by key (dump without the rendering, for
+// large values).
+func records(e *Engine, now int64) map[string]SnapshotRecord {
+	out := map[string]SnapshotRecord{}
+	for _, s := range e.Snapshot(now) {
+		s.Each(func(r SnapshotRecord) error {
+			out[string(r.Key)] = SnapshotRecord{r.Kind, r.ExpireAt, bytes.Clone(r.Key), bytes.Clone(r.Payload)}
+			return nil
+		})
+	}
+	return out
 }

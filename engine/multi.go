@@ -72,6 +72,9 @@ type heldRun struct {
 	// replay must redo. They alias the batch's commands or engine-built
 	// ones, valid until the record is written.
 	effects []effect
+	// effectBytes bounds the effects' journal record (journalBound);
+	// cmdMark is what it was when the current top-level command began.
+	effectBytes, cmdMark int
 	// h is the hold, which a script may extend; nil on a shard's owner.
 	h *held
 	// rerun: a script stopped to run again with every shard held (and
@@ -122,6 +125,36 @@ func (x *heldRun) record(s int, c Command) {
 		return
 	}
 	x.effects = append(x.effects, effect{shard: s, cmd: c})
+	x.effectBytes += journalBound(&c)
+}
+
+// journaling reports whether the run's changes are journaled.
+func (x *heldRun) journaling() bool {
+	return x.e.journal != nil && (x.b == nil || !x.b.replaying)
+}
+
+// beginCommand starts a top-level command of the run: the record so far
+// ends first if it has grown past JournalSplitAt (the commands before are
+// independent of this one), so one record never nears the log's limit.
+func (x *heldRun) beginCommand() {
+	if x.effectBytes >= JournalSplitAt {
+		x.flushJournal()
+	}
+	x.cmdMark = x.effectBytes
+}
+
+// flushJournal writes the effects so far as a record.
+func (x *heldRun) flushJournal() {
+	seq, err := x.journal()
+	if err != nil {
+		x.e.log.Error("journal append failed; the applied commands may not survive a restart", "err", err)
+		if x.b != nil {
+			x.b.journalFailed = true
+		}
+	}
+	if x.b != nil {
+		x.b.durable = max(x.b.durable, seq)
+	}
 }
 
 // executeHeld runs b.Cmds[from:to] (multi-key commands, LIMIT.ALLs,
@@ -136,6 +169,7 @@ func (e *Engine) executeHeld(b *Batch, from, to int) {
 	slices.Sort(shards)
 	x := e.holdRun(b, shards, needsBigOps(b.Cmds[from:to]))
 	for i := from; i < to; i++ {
+		x.beginCommand()
 		b.Replies[i] = x.apply(&b.Cmds[i])
 		if x.rerun {
 			// A script reached below its hold: what ran before it is
@@ -177,12 +211,7 @@ func (e *Engine) holdRun(b *Batch, shards []int, big bool) *heldRun {
 // end journals what the hold changed, publishes its counts and releases
 // the shards.
 func (x *heldRun) end() {
-	seq, err := x.journal()
-	if err != nil {
-		x.e.log.Error("journal append failed; the applied commands may not survive a restart", "err", err)
-		x.b.journalFailed = true
-	}
-	x.b.durable = max(x.b.durable, seq)
+	x.flushJournal()
 	for s, j := range x.jobs {
 		x.e.stats[s].allowed.Add(j.allowed)
 		x.e.stats[s].limited.Add(j.limited)
@@ -242,6 +271,7 @@ func (j *shardJob) runHere(t *shard.Table, c *Command, now int64) Reply {
 		x.tables[j.shard], x.jobs[j.shard] = t, j
 	}
 	x.home = j
+	x.cmdMark = x.effectBytes
 	r := x.apply(c)
 	if x.rerun {
 		// A script said to touch only its keys reached another shard,

@@ -198,6 +198,11 @@ func (r *ScriptRun) Exec(c *Command) Reply {
 		}
 		x.bigLocked = true
 	}
+	if spec.Writes && x.journaling() && x.effectBytes-x.cmdMark+journalBound(c) > MaxJournaledCommand {
+		// Its record, with what the command wrote so far, would pass
+		// the log's limit: refused before it runs (see JournalSplitAt).
+		return errReply(ErrTooBigToJournal)
+	}
 	if spec.Writes {
 		// As Redis: calling a write makes the script unkillable, whether
 		// or not it changes anything.
@@ -311,6 +316,10 @@ func (r *ScriptRun) stop() {
 		x.e.touched(u.shard, u.key)
 	}
 	x.effects = x.effects[:r.mark]
+	x.effectBytes = 0
+	for i := range x.effects {
+		x.effectBytes += journalBound(&x.effects[i].cmd)
+	}
 }
 
 // eval runs a script on the held shards.

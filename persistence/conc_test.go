@@ -105,3 +105,13 @@ func TestDurableKeepsLeases(t *testing.T) {
 		eng2.Close()
 	}
 }
+
+// TestEngineRecordsFitTheLog: the engine ends a record once it reaches
+// its split size and refuses a command that could journal more than
+// MaxJournaledCommand, so its largest record (the split size plus two
+// commands' bound: an EXEC and a script inside it) must fit MaxRecordSize.
+func TestEngineRecordsFitTheLog(t *testing.T) {
+	if largest := engine.JournalSplitAt + 2*engine.MaxJournaledCommand; largest >= MaxRecordSize {
+		t.Fatalf("the engine may write a %d-byte record; the log takes %d", largest, MaxRecordSize)
+	}
+}

@@ -91,6 +91,10 @@ type Durable struct {
 	// last write and fsync) returns: its records are not durable yet.
 	prev    *Log
 	prevGen uint64
+	// lostErr is why the close of generation lostGen failed: what it had
+	// not written is lost, and its records are never reported durable.
+	lostErr error
+	lostGen uint64
 
 	saveMu   sync.Mutex
 	saving   atomic.Bool
@@ -154,12 +158,20 @@ func OpenDurable(e *engine.Engine, cfg DurableConfig) (*Durable, error) {
 	for _, p := range pos {
 		e.ObserveJournalSeq(p)
 	}
+	// The newest generation with records is the only one a crash can
+	// have left torn (see rotateLocked).
+	newestWithRecords := firstGen
+	for _, g := range gens {
+		if fi, err := os.Stat(logPath(cfg.Dir, g)); err == nil && fi.Size() > int64(logHeaderSize) && g > newestWithRecords {
+			newestWithRecords = g
+		}
+	}
 	for _, g := range gens {
 		if g < firstGen {
 			continue
 		}
 		path := logPath(cfg.Dir, g)
-		res, err := ReplayLog(path, func(rec []byte) error {
+		res, err := replayLog(path, func(rec []byte) error {
 			pace.record()
 			now, err := e.Replay(rec, func(s int, seq uint64) bool {
 				if pos.Covers(s, seq) {
@@ -170,7 +182,7 @@ func OpenDurable(e *engine.Engine, cfg DurableConfig) (*Durable, error) {
 			})
 			d.clock.Observe(now)
 			return err
-		})
+		}, g >= newestWithRecords)
 		if err != nil {
 			return nil, fmt.Errorf("replaying %s: %w", path, err)
 		}
@@ -383,12 +395,17 @@ func (d *Durable) Append(rec []byte) (uint64, error) {
 
 // WaitDurable is the Journal's. A seq of the generation a rotation is
 // closing waits for that log (its Close writes and fsyncs what it holds);
-// one from an older generation is durable: its log was closed.
+// one from an older generation is durable: its log was closed. A seq of
+// the new generation is durable only after every one of the old: the new
+// log writes nothing before the old one is closed (rotateLocked), so a
+// batch whose records straddle the switch waits for all of them.
 func (d *Durable) WaitDurable(seq uint64) error {
 	d.mu.RLock()
-	cur, gen, prev, prevGen := d.cur, d.gen, d.prev, d.prevGen
+	cur, gen, prev, prevGen, lostErr, lostGen := d.cur, d.gen, d.prev, d.prevGen, d.lostErr, d.lostGen
 	d.mu.RUnlock()
 	switch g := seq >> genShift; {
+	case lostErr != nil && g == lostGen:
+		return lostErr
 	case g == gen:
 		return cur.WaitDurable(seq & (1<<genShift - 1))
 	case prev != nil && g == prevGen:
@@ -509,23 +526,41 @@ func (d *Durable) save() (err error) {
 
 // rotateLocked starts the next log generation, under the current
 // appendfsync, and closes the previous one (which fsyncs it). saveMu held.
+// It refuses while the current log is failing: its unwritten records would
+// be dropped by the close while the new one wrote on. The new generation
+// writes nothing until the old one is closed, so on disk an older file is
+// always whole before a newer one has records: replay's torn-tail rule
+// holds for the newest file alone, and a batch's records in the new file
+// are durable only once those it put in the old one are.
 func (d *Durable) rotateLocked() (*Log, uint64, error) {
+	d.mu.RLock()
+	err := d.cur.Err()
+	d.mu.RUnlock()
+	if err != nil {
+		return nil, 0, fmt.Errorf("cannot start a new log generation while the current one fails: %w", err)
+	}
 	newGen := d.gen + 1
-	next, err := CreateLog(logPath(d.cfg.Dir, newGen), LogConfig{Fsync: d.cfg.Fsync, Logger: d.log, FsyncTimes: &d.fsyncTimes, openFile: d.cfg.openFile})
+	gate := newLogGate()
+	next, err := CreateLog(logPath(d.cfg.Dir, newGen), LogConfig{Fsync: d.cfg.Fsync, Logger: d.log, FsyncTimes: &d.fsyncTimes, openFile: d.cfg.openFile, after: gate})
 	if err != nil {
 		return nil, 0, err
 	}
 	d.mu.Lock()
-	old := d.cur
-	d.prev, d.prevGen = old, d.gen
+	old, oldGen := d.cur, d.gen
+	d.prev, d.prevGen = old, oldGen
 	d.cur, d.gen = next, newGen
 	d.mu.Unlock()
-	if err := old.Close(); err != nil {
-		d.log.Error("closing the previous log generation", "err", err)
-	}
+	err = old.Close()
 	d.mu.Lock()
 	d.prev = nil
+	if err != nil {
+		d.lostErr, d.lostGen = err, oldGen
+	}
 	d.mu.Unlock()
+	gate.open(err)
+	if err != nil {
+		d.log.Error("closing the previous log generation failed: its last records are lost, and writes are refused until a restart", "err", err)
+	}
 	return next, newGen, nil
 }
 

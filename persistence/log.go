@@ -22,6 +22,13 @@ type LogConfig struct {
 	// (the writer and the everysec fsyncer observe it after the call).
 	// Share one across a Durable's generations. Default none.
 	FsyncTimes *FsyncTimes
+	// after, when set, holds the log's writes back until it opens: a new
+	// generation writes nothing before the one it follows is closed (all
+	// of it written and fsynced). Records are taken meanwhile. If the
+	// previous generation failed to close, this one never writes: it
+	// refuses records (MISCONF) and fails what it holds, so that no newer
+	// file ever has records after an older one lost some.
+	after *logGate
 
 	// Test hooks; the zero values mean the real thing.
 	openFile    func(name string, flag int, perm os.FileMode) (file, error) // default os.OpenFile
@@ -29,6 +36,21 @@ type LogConfig struct {
 	retryMin    time.Duration                                               // first retry after a failure; default 100ms
 	retryMax    time.Duration                                               // retry backoff cap; default 1s
 	maxBuffered int64                                                       // Append blocks past this; default 64 MiB
+}
+
+// logGate is a new log generation's wait for the previous one's Close.
+type logGate struct {
+	done chan struct{} // closed once err is set
+	err  error         // the previous generation's Close
+}
+
+func newLogGate() *logGate { return &logGate{done: make(chan struct{})} }
+
+// open lets the waiting log write, or, with a non-nil err (the previous
+// generation's failed Close), fail for good.
+func (g *logGate) open(err error) {
+	g.err = err
+	close(g.done)
 }
 
 // file is what a Log needs from its open file. It exists so tests can inject
@@ -109,6 +131,10 @@ type Log struct {
 	retryMin    time.Duration
 	retryMax    time.Duration
 	maxBuffered int64
+	// after is LogConfig.after, read by the writer alone; stuck: the
+	// previous generation failed to close, so this log never writes.
+	after *logGate
+	stuck bool
 
 	wake       chan struct{} // cap 1: pending became non-empty, or the fsyncer failed
 	syncNow    chan struct{} // cap 1: everysec has syncAfter bytes unsynced
@@ -272,6 +298,7 @@ func openLog(path string, cfg LogConfig) (*Log, error) {
 		retryMin:    cfg.retryMin,
 		retryMax:    cfg.retryMax,
 		maxBuffered: cfg.maxBuffered,
+		after:       cfg.after,
 		wake:        make(chan struct{}, 1),
 		syncNow:     make(chan struct{}, 1),
 		closeCh:     make(chan struct{}),
@@ -514,9 +541,32 @@ func (l *Log) writeLoop() {
 	coalesce.Stop()
 	defer coalesce.Stop()
 	waited := false
+	if g := l.after; g != nil {
+		select {
+		case <-g.done:
+		case <-l.closeCh:
+			<-g.done
+		}
+		if g.err != nil {
+			l.mu.Lock()
+			l.stuck = true
+			l.lastError = g.err.Error()
+			l.err = fmt.Errorf("%w: the previous log generation could not be closed, so its last records are lost; this one writes nothing after them (restart the server): %w", ErrPersistence, g.err)
+			l.cond.Broadcast()
+			l.mu.Unlock()
+		}
+	}
 	for {
 		l.mu.Lock()
 		switch {
+		case l.err != nil && l.stuck:
+			l.mu.Unlock()
+			<-l.closeCh
+			l.mu.Lock()
+			l.closeErr = l.err
+			l.mu.Unlock()
+			return
+
 		case l.err != nil:
 			closing := l.closing
 			l.mu.Unlock()

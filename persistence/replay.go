@@ -35,6 +35,13 @@ type ReplayResult struct {
 // operator may give them up (CheckLog with fix). An error from fn stops
 // replay and is returned as is.
 func ReplayLog(path string, fn func(payload []byte) error) (ReplayResult, error) {
+	return replayLog(path, fn, true)
+}
+
+// replayLog is ReplayLog; without tornOK a bad final record is corruption
+// too. Only the newest file with records can end in a torn write: a log
+// generation writes nothing until the one before it is closed whole.
+func replayLog(path string, fn func(payload []byte) error, tornOK bool) (ReplayResult, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return ReplayResult{}, fmt.Errorf("replay append-only file: %w", err)
@@ -50,6 +57,10 @@ func ReplayLog(path string, fn func(payload []byte) error) (ReplayResult, error)
 	}
 	if !s.torn {
 		return res, &CorruptError{File: path, Offset: s.badOff, Reason: s.reason}
+	}
+	if !tornOK {
+		return res, &CorruptError{File: path, Offset: s.badOff, Reason: s.reason +
+			", at the end of a log generation followed by a newer one with records: an older generation is closed whole before the next writes, so this is damage, not a torn write"}
 	}
 	if err := truncateFile(path, s.validEnd); err != nil {
 		return res, fmt.Errorf("cut torn tail off append-only file: %w", err)

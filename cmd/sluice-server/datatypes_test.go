@@ -24,6 +24,7 @@ func TestDataTypesSurviveKill9(t *testing.T) {
 	addr, cmd := startBinary(t, "--dir", dir, "--appendfsync", "always")
 	r := sluicetest.StartRedis(t, "--databases", "1")
 	p := difftest.NewPair(t, addr, r)
+	p.ReplyLagMS = 1000 // a write is answered after its fsync
 	g := difftest.NewGen(seed)
 	p.Run(g, steps/2, families...)
 	if got := p.Sluice.Do(t, "SAVE"); got != "+OK\r\n" {
@@ -59,6 +60,7 @@ func TestDataTypesReplicateToEveryNode(t *testing.T) {
 	})
 	r := sluicetest.StartRedis(t, "--databases", "1")
 	p := difftest.NewPair(t, addr1, r)
+	p.ReplyLagMS = 1000 // a Raft commit, under -race on a busy machine
 	g := difftest.NewGen(seed)
 	g.FingerprintWatch = true
 	g.Replicated = true

@@ -350,3 +350,87 @@ func TestRestartCountsNoReplayedScriptCommand(t *testing.T) {
 		t.Fatalf("the replay was counted: %q", stats)
 	}
 }
+
+// TestLargeWritesStayUnderTheLogRecordLimit: one log record holds at most
+// 64 MiB. A command that would journal more than 16 MiB (an MSET of 70
+// values of 1 MB, a transaction of them) is refused before it runs; a
+// script's write that would take its writes past it fails as redis.call,
+// keeping the script's earlier writes; and a pipeline of such values on
+// one shard is journaled in several records. Whatever was answered as
+// done survives a kill -9. Before, the MSET ran, its record was refused
+// (NOTDURABLE, with INFO still saying ok) and a restart lost it.
+func TestLargeWritesStayUnderTheLogRecordLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes a few hundred MB")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	args := []string{"--dir", dir, "--shards", "1"}
+	addr, cmd := startBinary(t, args...)
+	rdb := client(addr)
+	value := strings.Repeat("v", 1_000_000)
+	const tooLarge = "too large for the append-only file"
+
+	var mset []any
+	for i := range 70 {
+		mset = append(mset, fmt.Sprintf("m%d", i), value)
+	}
+	if err := rdb.MSet(ctx, mset...).Err(); err == nil || !strings.Contains(err.Error(), tooLarge) {
+		t.Fatalf("MSET of 70 MB: %v, want the too large error", err)
+	}
+	_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range 20 {
+			p.Set(ctx, fmt.Sprintf("x%d", i), value, 0)
+		}
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), tooLarge) {
+		t.Fatalf("EXEC of 20 MB: %v, want the too large error", err)
+	}
+	script := `for i = 1, tonumber(ARGV[1]) do redis.call('SET', 's' .. i, ARGV[2]) end return 1`
+	if err := rdb.Eval(ctx, script, nil, 40, value).Err(); err == nil || !strings.Contains(err.Error(), tooLarge) {
+		t.Fatalf("a script writing 40 MB: %v, want the too large error", err)
+	}
+	written := 0
+	for rdb.Exists(ctx, fmt.Sprintf("s%d", written+1)).Val() == 1 {
+		written++
+	}
+	if written < 10 || written > 16 {
+		t.Fatalf("the script kept %d of its writes before the error, want those up to 16 MiB", written)
+	}
+	cmds, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range 80 {
+			p.Set(ctx, fmt.Sprintf("p%d", i), value, 0)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("a pipeline of 80 SETs of 1 MB: %v (%v)", err, cmds[0].Err())
+	}
+	if info := rdb.Info(ctx, "persistence").Val(); !strings.Contains(info, "aof_last_write_status:ok") {
+		t.Fatalf("INFO persistence: %s", info)
+	}
+	rdb.Close()
+	killHard(t, cmd)
+
+	addr, _ = startBinary(t, args...)
+	rdb = client(addr)
+	defer rdb.Close()
+	for i := range 80 {
+		if n := rdb.StrLen(ctx, fmt.Sprintf("p%d", i)).Val(); n != int64(len(value)) {
+			t.Fatalf("after the restart, p%d holds %d bytes, want %d", i, n, len(value))
+		}
+	}
+	for i := 1; i <= written+1; i++ {
+		want := int64(1)
+		if i > written {
+			want = 0
+		}
+		if n := rdb.Exists(ctx, fmt.Sprintf("s%d", i)).Val(); n != want {
+			t.Fatalf("after the restart, the script's key s%d exists %d, want %d", i, n, want)
+		}
+	}
+	if n := rdb.Exists(ctx, "m0", "m69", "x0", "x19").Val(); n != 0 {
+		t.Fatalf("after the restart, %d keys of the refused MSET and EXEC exist", n)
+	}
+}

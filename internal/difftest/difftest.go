@@ -179,6 +179,10 @@ type Pair struct {
 	inMulti     bool
 	queued      []string // the names of the commands queued in the open MULTI
 	history     []string // the last commands sent, for failure reports
+	// ReplyLagMS is how many milliseconds after Sluice stamps a command
+	// Redis may get it: a cluster answers a write once Raft commits it, so
+	// a relative expiry Sluice set reads that much earlier than Redis's.
+	ReplyLagMS int64
 	// Counts is how many commands each name was sent (both servers).
 	Counts map[string]int
 }
@@ -276,7 +280,7 @@ func (p *Pair) Step(step int, args ...string) {
 		got, want = p.normalize(args, got), p.normalize(args, want)
 		switch {
 		case isClockRead(name):
-			got = nearClock(name, got, want)
+			got = p.nearClock(name, got, want)
 		case name == "exec":
 			got = p.nearClockInExec(got, want)
 		}
@@ -303,7 +307,7 @@ var clockReads = map[string]struct{ below, above int64 }{
 // nearClock returns want when got and want are both non-negative
 // integers within name's allowance of each other, else got. The
 // sentinels -1 and -2 must match exactly.
-func nearClock(name, got, want string) string {
+func (p *Pair) nearClock(name, got, want string) string {
 	g, gerr := Parse([]byte(got))
 	w, werr := Parse([]byte(want))
 	if gerr != nil || werr != nil || g.Kind != ':' || w.Kind != ':' {
@@ -312,6 +316,9 @@ func nearClock(name, got, want string) string {
 	a, aerr := strconv.ParseInt(g.Str, 10, 64)
 	b, berr := strconv.ParseInt(w.Str, 10, 64)
 	allow := clockReads[name]
+	if name == "pexpiretime" {
+		allow.below += p.ReplyLagMS
+	}
 	if aerr != nil || berr != nil || a < 0 || b < 0 || a < b-allow.below || a > b+allow.above {
 		return got
 	}
@@ -328,7 +335,7 @@ func (p *Pair) nearClockInExec(got, want string) string {
 	}
 	for i, name := range p.queued {
 		if isClockRead(name) {
-			g.Items[i], _ = Parse([]byte(nearClock(name, g.Items[i].Render(), w.Items[i].Render())))
+			g.Items[i], _ = Parse([]byte(p.nearClock(name, g.Items[i].Render(), w.Items[i].Render())))
 		}
 	}
 	if r := g.Render(); r == w.Render() {
