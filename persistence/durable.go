@@ -48,12 +48,14 @@ type DurableConfig struct {
 	// process had used into it, so no later decision runs at an earlier
 	// time; snapshots record its reading. Default: a new system clock.
 	Clock *clock.Clock
-	// AutoRewritePercent: snapshot (and start a new log) when the log has
-	// grown this many percent over its size after the last snapshot.
+	// AutoRewritePercent: snapshot (and start a new log) when the
+	// persisted size (snapshot plus log) has grown this many percent over
+	// what it was after the last snapshot, as Redis's
+	// auto-aof-rewrite-percentage measures its base file plus increments.
 	// Default 100; negative disables.
 	AutoRewritePercent int
-	// AutoRewriteMinSize: never rewrite a log smaller than this. Default
-	// 64 MiB.
+	// AutoRewriteMinSize: never rewrite while the persisted size (snapshot
+	// plus log) is smaller than this. Default 64 MiB.
 	AutoRewriteMinSize int64
 	// Logger; nil discards.
 	Logger *slog.Logger
@@ -99,7 +101,12 @@ type Durable struct {
 	saveMu   sync.Mutex
 	saving   atomic.Bool
 	appends  atomic.Uint64
+	// baseSize is the persisted size (snapshot plus log) right after the
+	// last snapshot or start-up, snapSize the snapshot file's size: the
+	// automatic rewrite measures growth against the first, as Redis's
+	// aof_base_size counts its base file.
 	baseSize atomic.Int64
+	snapSize atomic.Int64
 	bg       sync.WaitGroup
 	closed   atomic.Bool
 
@@ -209,7 +216,10 @@ func OpenDurable(e *engine.Engine, cfg DurableConfig) (*Durable, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.baseSize.Store(d.cur.Size())
+	if fi, err := os.Stat(filepath.Join(cfg.Dir, snapshotFile)); err == nil {
+		d.snapSize.Store(fi.Size())
+	}
+	d.baseSize.Store(d.snapSize.Load() + d.cur.Size())
 	d.load.Duration = time.Since(start)
 	e.SetJournal(d)
 	return d, nil
@@ -426,7 +436,7 @@ func (d *Durable) maybeRewrite() {
 		return
 	}
 	d.mu.RLock()
-	size := d.cur.Size()
+	size := d.snapSize.Load() + d.cur.Size()
 	d.mu.RUnlock()
 	base := d.baseSize.Load()
 	if size < d.cfg.AutoRewriteMinSize || size < base+base*int64(d.cfg.AutoRewritePercent)/100 {
@@ -503,7 +513,7 @@ func (d *Durable) save() (err error) {
 		keys += s.Count
 	}
 	hdr := SnapshotHeader{LastNow: lastNow, CreatedAt: time.Now().UnixNano(), Meta: encodeMeta(newGen, pos, keys)}
-	_, err = WriteSnapshotFile(filepath.Join(d.cfg.Dir, snapshotFile), hdr, func(enc *SnapshotEncoder) error {
+	snapSize, err := WriteSnapshotFile(filepath.Join(d.cfg.Dir, snapshotFile), hdr, func(enc *SnapshotEncoder) error {
 		// The encoder is background work: it must not starve the
 		// connections on a busy core.
 		return EncodeShards(enc, shards, pauseBriefly)
@@ -514,7 +524,8 @@ func (d *Durable) save() (err error) {
 	d.log.Info("snapshot taken", "keys", keys, "generation", newGen,
 		"rotate_ms", rotated.Sub(start).Milliseconds(), "copy_ms", copied.Sub(rotated).Milliseconds(),
 		"write_ms", time.Since(copied).Milliseconds())
-	d.baseSize.Store(next.Size())
+	d.snapSize.Store(snapSize)
+	d.baseSize.Store(snapSize + next.Size())
 	gens, _ := d.logGenerations()
 	for _, g := range gens {
 		if g < newGen {
@@ -652,7 +663,7 @@ func (d *Durable) InfoLines() []string {
 	return []string{
 		"aof_enabled:1",
 		"aof_fsync_policy:" + st.Policy.String(),
-		"aof_current_size:" + strconv.FormatInt(st.Size, 10),
+		"aof_current_size:" + strconv.FormatInt(d.snapSize.Load()+st.Size, 10),
 		"aof_base_size:" + strconv.FormatInt(d.baseSize.Load(), 10),
 		"aof_last_write_status:" + status,
 		"aof_last_error:" + strings.ReplaceAll(st.LastError, "\n", " "),

@@ -1,6 +1,8 @@
 package persistence
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -137,4 +139,44 @@ func TestWritesAfterASnapshotRestartSurviveACrash(t *testing.T) {
 	if a, b, c := remaining(t, d3, "a", now), remaining(t, d3, "b", now), remaining(t, d3, "c", now); a != 5 || b != 9 || c != 6 {
 		t.Fatalf("remaining a=%d b=%d c=%d after the crash, want 5, 9 and 6", a, b, c)
 	}
+}
+
+// TestAutoRewriteCountsTheSnapshot: the automatic rewrite measures growth
+// against the snapshot plus the log, as Redis's auto-aof-rewrite-percentage
+// counts its base file: a log grown to half the snapshot's size does not
+// start one at 100%, one grown past it does. Before, the base was the new
+// log's size alone, so a large dataset was snapshotted again every
+// auto-aof-rewrite-min-size of log.
+func TestAutoRewriteCountsTheSnapshot(t *testing.T) {
+	eng := engine.New(engine.Config{Shards: 4})
+	defer eng.Close()
+	clk := clock.New(nil)
+	d, err := OpenDurable(eng, DurableConfig{Dir: t.TempDir(), Fsync: FsyncNo, Clock: clk, AutoRewritePercent: 100, AutoRewriteMinSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	set := func(key string, size int) engine.Command {
+		return engine.Command{Op: engine.OpSet, Key: []byte(key), Value: bytes.Repeat([]byte("v"), size)}
+	}
+	fill := &engine.Batch{}
+	for i := range 20000 {
+		fill.Cmds = append(fill.Cmds, set(fmt.Sprintf("k%d", i), 200))
+	}
+	d.Execute(fill, clk.Now())
+	if err := d.Save(); err != nil {
+		t.Fatal(err)
+	}
+	snap := d.snapSize.Load()
+	saves := d.saves.Load()
+	for range 4096 { // one growth check falls in these appends
+		d.Execute(&engine.Batch{Cmds: []engine.Command{set("hot", 500)}}, clk.Now())
+	}
+	if d.saving.Load() || d.saves.Load() != saves {
+		t.Fatalf("a log of %d bytes over a %d-byte snapshot started a rewrite at 100%%", d.cur.Size(), snap)
+	}
+	for range 8192 {
+		d.Execute(&engine.Batch{Cmds: []engine.Command{set("hot", 1000)}}, clk.Now())
+	}
+	eventually(t, "a rewrite once the log outgrew the snapshot", func() bool { return d.saves.Load() > saves })
 }
