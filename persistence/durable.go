@@ -98,9 +98,9 @@ type Durable struct {
 	lostErr error
 	lostGen uint64
 
-	saveMu   sync.Mutex
-	saving   atomic.Bool
-	appends  atomic.Uint64
+	saveMu  sync.Mutex
+	saving  atomic.Bool
+	appends atomic.Uint64
 	// baseSize is the persisted size (snapshot plus log) right after the
 	// last snapshot or start-up, snapSize the snapshot file's size: the
 	// automatic rewrite measures growth against the first, as Redis's
