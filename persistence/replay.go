@@ -114,7 +114,8 @@ func (r CheckReport) String() string {
 	case r.BadOffset == 0:
 		fmt.Fprintf(&b, "the header is damaged; --fix writes a new header and keeps every intact record after it\n")
 	case r.Torn:
-		fmt.Fprintf(&b, "this is a torn final write (%d bytes); the server cuts it off by itself at start-up\n", lost)
+		fmt.Fprintf(&b, "the end is damaged (%d bytes): in the newest log generation with records this is a torn final write, which the server cuts off by itself at start-up; "+
+			"in an older one it is damage the server refuses, and --fix cuts it off (keep a copy of the file first)\n", lost)
 	default:
 		fmt.Fprintf(&b, "this is corruption before the end of the file; --fix keeps every intact record, skipping only the damaged stretches (keep a copy of the file first)\n")
 	}

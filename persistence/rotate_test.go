@@ -175,6 +175,20 @@ func TestDamagedEndOfAnOlderGenerationIsCorruption(t *testing.T) {
 			if c := asCorrupt(t, err); c.File != oldPath {
 				t.Fatalf("the refusal names %s, want %s", c.File, oldPath)
 			}
+			// What the refusal tells the operator to do: --check-log --fix
+			// on the named file, after which the server starts, with the
+			// newer generation's records.
+			if _, err := CheckLog(oldPath, true); err != nil {
+				t.Fatal(err)
+			}
+			d2, err = OpenDurable(eng2, DurableConfig{Dir: dir, Fsync: FsyncAlways, Clock: clock.New(nil), AutoRewritePercent: -1})
+			if err != nil {
+				t.Fatalf("after --fix: %v", err)
+			}
+			if got := remaining(t, d2, "b", clk.Now()); got != 9 {
+				t.Fatalf("after --fix, b has %d remaining, want 9 (its record in the newer generation kept)", got)
+			}
+			d2.Close()
 		} else {
 			if err != nil {
 				t.Fatalf("a torn end of the newest generation with records: %v", err)
