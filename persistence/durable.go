@@ -562,13 +562,15 @@ func (d *Durable) rotateLocked() (*Log, uint64, error) {
 	d.cur, d.gen = next, newGen
 	d.mu.Unlock()
 	err = old.Close()
+	// The gate opens before mu is taken: Close holds mu while it closes
+	// the new log, which waits for the gate.
+	gate.open(err)
 	d.mu.Lock()
 	d.prev = nil
 	if err != nil {
 		d.lostErr, d.lostGen = err, oldGen
 	}
 	d.mu.Unlock()
-	gate.open(err)
 	if err != nil {
 		d.log.Error("closing the previous log generation failed: its last records are lost, and writes are refused until a restart", "err", err)
 	}

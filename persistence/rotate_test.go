@@ -201,3 +201,35 @@ func TestDamagedEndOfAnOlderGenerationIsCorruption(t *testing.T) {
 		eng2.Close()
 	}
 }
+
+// TestCloseDuringASwitchOfGeneration: SHUTDOWN NOSAVE while CONFIG SET
+// appendfsync is switching generations (the old log still closing)
+// finishes, with both records written. The new log's close waits for the
+// old one's; the switch must not wait, meanwhile, for what the closing
+// holds.
+func TestCloseDuringASwitchOfGeneration(t *testing.T) {
+	d, _, release, oldSeq, rotated := rotationUnderStalledLog(t)
+	newSeq, err := d.Append([]byte("in the new generation"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- d.CloseWithoutSnapshot() }()
+	time.Sleep(50 * time.Millisecond) // let Close take the log
+	close(release)
+	for what, ch := range map[string]chan error{"the switch": rotated, "the close": closed} {
+		select {
+		case err := <-ch:
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s did not finish: a deadlock", what)
+		}
+	}
+	for _, seq := range []uint64{oldSeq, newSeq} {
+		if err := d.WaitDurable(seq); err != nil && !errors.Is(err, ErrClosed) {
+			t.Fatalf("record %x: %v", seq, err)
+		}
+	}
+}
