@@ -65,13 +65,18 @@ func TestCrashLosesNoAcknowledgedDecision(t *testing.T) {
 		t.Skip("starts the binary twice")
 	}
 	for _, policy := range []string{"always", "everysec", "no"} {
-		t.Run(policy, func(t *testing.T) { crashTest(t, policy) })
+		t.Run(policy, func(t *testing.T) { crashTest(t, policy, false) })
 	}
+	// The log switches generations all the while (BGSAVE, CONFIG SET
+	// appendfsync): a batch straddling a switch is answered only once all
+	// of it is written, so the kill lands between switches or inside one
+	// and loses nothing acknowledged either way.
+	t.Run("switching-generations", func(t *testing.T) { crashTest(t, "always", true) })
 }
 
 // crashTest loads the server, kills it, restarts it and compares what was
 // acknowledged with what survived: nothing acknowledged may be lost.
-func crashTest(t *testing.T, policy string) {
+func crashTest(t *testing.T, policy string, switching bool) {
 	dir := t.TempDir()
 	addr, cmd := startBinary(t, "--dir", dir, "--appendfsync", policy)
 	started := time.Now()
@@ -80,6 +85,33 @@ func crashTest(t *testing.T, policy string) {
 	var acked, sent [keys]atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
+	var switches atomic.Int64
+	if switching {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			policies := []string{"everysec", "always", "no", "always"}
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				var err error
+				if i%2 == 0 {
+					err = rdb.Do(context.Background(), "BGSAVE").Err()
+				} else {
+					err = rdb.ConfigSet(context.Background(), "appendfsync", policies[(i/2)%len(policies)]).Err()
+				}
+				if err == nil {
+					switches.Add(1)
+				} else if !strings.Contains(err.Error(), "in progress") {
+					return // the server died
+				}
+				time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond)
+			}
+		}()
+	}
 	for w := 0; w < 16; w++ {
 		wg.Add(1)
 		go func(w int) {
@@ -128,9 +160,12 @@ func crashTest(t *testing.T, policy string) {
 	if total < 100 {
 		t.Fatalf("only %d decisions were acknowledged before the kill; the test proves little", total)
 	}
+	if switching && switches.Load() < 10 {
+		t.Fatalf("only %d switches of generation before the kill; the test proves little", switches.Load())
+	}
 	rate := float64(total) / elapsed.Seconds()
-	t.Logf("appendfsync %s: %d acknowledged decisions in %v (%.0f/s), %d lost in kill -9",
-		policy, total, elapsed.Round(time.Millisecond), rate, lost)
+	t.Logf("appendfsync %s: %d acknowledged decisions in %v (%.0f/s), %d lost in kill -9, %d switches of log generation",
+		policy, total, elapsed.Round(time.Millisecond), rate, lost, switches.Load())
 }
 
 // TestRestartKeepsStateAndResetTimes: a snapshot taken mid-way plus the
