@@ -96,6 +96,8 @@ func cmdClient(s *Server, c *client, args [][]byte) {
 	case sub == "unpause" && len(args) == 2:
 		s.pause.end(s)
 		c.writeOK()
+	case sub == "reply" && len(args) == 3:
+		clientReply(c, args[2])
 	case sub == "no-evict" && len(args) == 3:
 		// Sluice never evicts clients (Redis's maxmemory-clients), so
 		// there is nothing to protect a connection from: the flag is
@@ -113,6 +115,57 @@ func cmdClient(s *Server, c *client, args [][]byte) {
 	default:
 		c.writeError(fmt.Errorf("unknown subcommand or wrong number of arguments for '%s'. Try CLIENT HELP.", args[1]))
 	}
+}
+
+// replyMode is what CLIENT REPLY set: replies sent, none, or none for the
+// command after CLIENT REPLY SKIP (the read loop steps replySkipNext to
+// replySkip to replyOn, one command each).
+type replyMode uint8
+
+const (
+	replyOn replyMode = iota
+	replyOff
+	replySkip     // this command's replies are dropped
+	replySkipNext // the next command's are
+)
+
+// clientReply: CLIENT REPLY ON|OFF|SKIP, as Redis's: OFF and SKIP are not
+// answered; SKIP while OFF changes nothing. Queued in a transaction, its
+// reply keeps EXEC's array whole and the mode applies after the EXEC.
+func clientReply(c *client, mode []byte) {
+	switch {
+	case isWord(mode, "on"):
+		c.replyMode = replyOn
+		c.writeOK()
+		return
+	case isWord(mode, "off"):
+		c.replyMode = replyOff
+	case isWord(mode, "skip"):
+		if c.replyMode != replyOff {
+			c.replyMode = replySkipNext
+		}
+	default:
+		c.writeError(errSyntax)
+		return
+	}
+	if c.inExec {
+		c.writeOK()
+	}
+}
+
+// dispatchSilenced runs a command whose replies CLIENT REPLY drops: its
+// replies alone are encoded, then cut from out (flushOut cuts any it
+// writes early). The mode is read after the command: CLIENT REPLY ON is
+// answered.
+func (c *client) dispatchSilenced(args [][]byte) {
+	c.flushBatch()
+	c.silentFrom = len(c.out)
+	c.dispatch(args)
+	c.flushBatch()
+	if c.replyMode != replyOn && c.silentFrom >= 0 {
+		c.out = c.out[:c.silentFrom]
+	}
+	c.silentFrom = -1
 }
 
 func argBytes(args [][]byte) int {
@@ -617,6 +670,11 @@ func (c *client) hook(cmd *command, args [][]byte) bool {
 		if c.mon.Load() != nil && cmd.flags&(flagReadonly|flagWrite|flagDecision) != 0 {
 			c.reject(errMonitorKeyspace)
 			return false
+		}
+		if cmd.name == "reset" {
+			// A monitor's RESET ends its monitoring before the command is
+			// shown: as in Redis, its own line goes to the others only.
+			c.stopMonitor()
 		}
 		if c.multi == nil || cmd.runsInMulti() {
 			c.s.monitors.feed(c, cmd, args)

@@ -522,6 +522,10 @@ func (c *client) ranServerCommand(row *command, args [][]byte, took time.Duratio
 func (c *client) rejectCall(row *command, err error) {
 	if row != nil {
 		c.s.stats.cmds[row.id].rejected.Add(1)
+		if row.name == "exec" {
+			c.abortExec(err)
+			return
+		}
 	}
 	c.reject(err)
 }

@@ -386,6 +386,8 @@ func coreCommands() []*command {
 			summary: "Echo the message.", args: []argSpec{str("message")}, run: cmdEcho},
 		{name: "quit", cats: catConnection, arity: -1, flags: flagFast | flagNoAuth | flagStale, group: "connection", since: "1.0.0",
 			summary: "Close the connection.", run: cmdQuit},
+		{name: "reset", cats: catConnection, arity: 1, flags: flagFast | flagNoAuth | flagNoScript | flagLoading | flagStale, group: "connection", since: "6.2.0",
+			summary: "Reset the connection: end any transaction, WATCH and MONITOR; RESP2; the default user; no name.", run: cmdReset},
 		{name: "hello", cats: catConnection, arity: -1, flags: flagFast | flagNoAuth | flagStale, group: "connection", since: "6.0.0",
 			summary: "Handshake: protocol 2 (RESP3 answers NOPROTO), optional AUTH and SETNAME.",
 			args:    []argSpec{opt(integer("protover")), opt(str("AUTH username password")), opt(str("SETNAME clientname"))}, run: cmdHello},
@@ -404,11 +406,11 @@ func coreCommands() []*command {
 		{name: "select", cats: catConnection, arity: 2, flags: flagFast | flagStale, group: "connection", since: "1.0.0",
 			summary: "Select database 0 (the only one).", args: []argSpec{integer("index")}, run: cmdSelect},
 		{name: "client", arity: -2, flags: flagStale, group: "connection", since: "2.4.0",
-			summary: "CLIENT SETNAME|GETNAME|ID|SETINFO|LIST|INFO|KILL|PAUSE|UNPAUSE|NO-EVICT.", args: []argSpec{str("subcommand"), opt(many(str("arg")))}, subs: []*command{
+			summary: "CLIENT SETNAME|GETNAME|ID|SETINFO|LIST|INFO|KILL|PAUSE|UNPAUSE|NO-EVICT|REPLY.", args: []argSpec{str("subcommand"), opt(many(str("arg")))}, subs: []*command{
 				sub("setname", 3, 0, catConnection), sub("getname", 2, 0, catConnection), sub("id", 2, 0, catConnection),
 				sub("setinfo", 4, 0, catConnection), sub("list", -2, flagAdmin, catConnection), sub("info", 2, 0, catConnection),
 				sub("kill", -3, flagAdmin, catConnection), sub("pause", -3, flagAdmin, catConnection), sub("unpause", 2, flagAdmin, catConnection),
-				sub("no-evict", 3, flagAdmin, catConnection),
+				sub("no-evict", 3, flagAdmin, catConnection), sub("reply", 3, 0, catConnection),
 			},
 			run: cmdClient},
 		{name: "monitor", arity: 1, flags: flagAdmin | flagNoScript | flagLoading | flagStale, group: "server", since: "1.0.0",

@@ -57,6 +57,11 @@ type client struct {
 	resp3    bool
 	quit     bool
 	readonly bool // READONLY: reads may be served by a follower
+	// replyMode is CLIENT REPLY's; while a command's replies are dropped,
+	// silentFrom is where they begin in out (-1: none are dropped).
+	replyMode  replyMode
+	silentFrom int
+	inExec     bool // EXEC is running the queued connection commands
 	// multi is the open transaction (MULTI), txState its reused
 	// storage; watched the WATCHed keys; ownBatch runs connection-level
 	// commands' engine work (EXEC, WATCH).
@@ -139,6 +144,7 @@ func newClient(s *Server, nc net.Conn) *client {
 	if tcp, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
 		cl.local = tcp.IP.IsLoopback()
 	}
+	cl.silentFrom = -1
 	cl.user = s.acl.defaultUser()
 	def := cl.user.rules.Load()
 	cl.authed = def.enabled && def.nopass
@@ -348,7 +354,17 @@ func (c *client) process() int {
 			continue
 		}
 		count++
-		c.dispatch(args)
+		if c.replyMode == replyOn {
+			c.dispatch(args)
+		} else {
+			c.dispatchSilenced(args)
+		}
+		switch c.replyMode { // SKIP: the next command is silent, then on again
+		case replySkipNext:
+			c.replyMode = replySkip
+		case replySkip:
+			c.replyMode = replyOn
+		}
 		if len(c.batch.Cmds) >= c.s.cfg.MaxPipeline {
 			c.flushBatch()
 		}
@@ -652,6 +668,10 @@ func (c *client) flushOut() {
 	if c.cut {
 		c.out = c.out[:0]
 		return
+	}
+	if c.silentFrom >= 0 {
+		// CLIENT REPLY OFF or SKIP: the command's replies are dropped.
+		c.out, c.silentFrom = c.out[:c.silentFrom], 0
 	}
 	if m := c.mon.Load(); m != nil {
 		// MONITOR: its writer owns the socket (monitor.go).

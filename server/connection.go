@@ -27,6 +27,27 @@ func cmdQuit(s *Server, c *client, args [][]byte) {
 	c.quit = true
 }
 
+// cmdReset: RESET puts the connection back as it was when it connected,
+// as Redis's clearClientConnectionState does: the transaction and watched
+// keys dropped, MONITOR ended, CLIENT REPLY ON, RESP2, the default user (authenticated only
+// if that user needs no password), no name, READONLY and NO-EVICT off. The
+// library name and version stay: they still describe the client.
+func cmdReset(s *Server, c *client, args [][]byte) {
+	c.multi = nil
+	c.unwatchAll()
+	c.stopMonitor()
+	def := s.acl.defaultUser()
+	rules := def.rules.Load()
+	c.mu.Lock()
+	c.resp3, c.name, c.user = false, "", def
+	c.mu.Unlock()
+	c.authed = rules.enabled && rules.nopass
+	c.readonly = false
+	c.noEvict.Store(false)
+	c.replyMode = replyOn // so RESET itself is answered
+	c.writeStatus("RESET")
+}
+
 func cmdSelect(s *Server, c *client, args [][]byte) {
 	n, err := engine.ParseInt64(args[1])
 	switch {

@@ -63,7 +63,12 @@ func errorText(err error) string {
 	var perm *permError
 	var txPerm *txPermError
 	var raw engine.RawError
+	var abort *execAbortError
 	switch {
+	case errors.As(err, &abort):
+		// Redis drops the generic "ERR " of the refusal and keeps any
+		// other code (NOPERM, NOAUTH).
+		return "EXECABORT Transaction discarded because of: " + strings.TrimPrefix(errorText(abort.cause), "ERR ")
 	case errors.As(err, &raw):
 		// Already a whole error line (a script's); Redis strips newlines.
 		return strings.NewReplacer("\r", " ", "\n", " ").Replace(string(raw))

@@ -262,6 +262,22 @@ func (c *client) startMonitor() {
 	c.hooks = c.s.hooks.Load()
 }
 
+// stopMonitor ends MONITOR on a connection that stays (RESET): the replies
+// already queued go out, then the connection writes its own again.
+func (c *client) stopMonitor() {
+	c.monStarting = nil
+	m := c.mon.Load()
+	if m == nil {
+		return
+	}
+	c.flushOut()
+	c.s.monitors.remove(c.s, m)
+	close(m.gone)
+	<-m.done
+	c.mon.Store(nil)
+	c.hooks = c.s.hooks.Load()
+}
+
 // endMonitor detaches a monitor whose connection ends and lets its writer
 // finish.
 func (c *client) endMonitor() {

@@ -132,6 +132,21 @@ func (c *client) reject(err error) {
 	c.replyError(err)
 }
 
+// execAbortError: EXEC itself was refused (wrong arity, no permission,
+// not authenticated). As Redis's execCommandAbort, that discards the
+// transaction, in MULTI or not, and the reply names the refusal.
+type execAbortError struct{ cause error }
+
+func (e *execAbortError) Error() string { return e.cause.Error() }
+
+// abortExec answers an EXEC refused before it ran: the transaction and the
+// watched keys are dropped, as by DISCARD.
+func (c *client) abortExec(err error) {
+	c.multi = nil
+	c.unwatchAll()
+	c.replyError(&execAbortError{cause: err})
+}
+
 func cmdMulti(s *Server, c *client, args [][]byte) {
 	if c.multi != nil {
 		c.writeError(errMultiNested)
@@ -295,6 +310,8 @@ func cmdExec(s *Server, c *client, args [][]byte) {
 		replies = r.Items
 	}
 	c.writeArray(len(tx.queued))
+	c.inExec = true
+	defer func() { c.inExec = false }()
 	for i, q := range tx.queued {
 		switch {
 		case at[i].err != nil:

@@ -27,7 +27,10 @@ import (
 // script: one or more commands sent in order. A command whose first
 // argument is Other goes over the second connection (another client, for
 // WATCH); one that is just Sleep and a number of milliseconds waits, so
-// that short expiries pass on both servers before the next command.
+// that short expiries pass on both servers before the next command; one
+// whose first argument is Unanswered is sent to both and no reply is read
+// (CLIENT REPLY OFF or SKIP): a reply either server sends anyway is read
+// as the next command's, so the mismatch shows there.
 type Family struct {
 	Name string
 	Gens func(g *Gen) []func() [][]string
@@ -35,8 +38,9 @@ type Family struct {
 
 // Script markers.
 const (
-	Other = "@other"
-	Sleep = "@sleep"
+	Other      = "@other"
+	Sleep      = "@sleep"
+	Unanswered = "@unanswered"
 )
 
 var families []Family
@@ -247,6 +251,14 @@ func (p *Pair) Step(step int, args ...string) {
 		return
 	}
 	sl, rd := p.Sluice, p.Redis
+	if args[0] == Unanswered {
+		args = args[1:]
+		p.Counts[strings.ToLower(args[0])]++
+		p.remember(fmt.Sprintf("%d (unanswered) %q", step, args))
+		sl.Send(p.TB, args...)
+		rd.Send(p.TB, args...)
+		return
+	}
 	if args[0] == Other {
 		args = args[1:]
 		sl, rd = p.otherSluice, p.otherRedis
@@ -257,10 +269,7 @@ func (p *Pair) Step(step int, args ...string) {
 	if sl != p.Sluice {
 		who = "(other) "
 	}
-	p.history = append(p.history, fmt.Sprintf("%d %s%q", step, who, args))
-	if len(p.history) > 20 {
-		p.history = p.history[1:]
-	}
+	p.remember(fmt.Sprintf("%d %s%q", step, who, args))
 	if !p.inMulti && sl == p.Sluice && isScan(name) {
 		p.sameScan(step, args)
 		return
@@ -270,7 +279,7 @@ func (p *Pair) Step(step int, args ...string) {
 		switch {
 		case name == "multi" && want == "+OK\r\n":
 			p.inMulti, p.queued = true, p.queued[:0]
-		case (name == "exec" || name == "discard") && p.inMulti:
+		case (name == "exec" || name == "discard" || name == "reset") && p.inMulti:
 			p.inMulti = false
 		case p.inMulti && want == "+QUEUED\r\n":
 			p.queued = append(p.queued, name)
@@ -285,8 +294,19 @@ func (p *Pair) Step(step int, args ...string) {
 			got = p.nearClockInExec(got, want)
 		}
 	}
+	if name == "reset" && p.resp3 && sl == p.Sluice && got == want {
+		p.Hello3() // RESET went back to RESP2
+	}
 	if got != want {
 		p.TB.Fatalf("step %d %q:\n sluice %q\n redis  %q\nlast commands:\n%s", step, args, got, want, strings.Join(p.history, "\n"))
+	}
+}
+
+// remember keeps the last commands sent, for a failure's report.
+func (p *Pair) remember(line string) {
+	p.history = append(p.history, line)
+	if len(p.history) > 20 {
+		p.history = p.history[1:]
 	}
 }
 

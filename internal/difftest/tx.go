@@ -40,6 +40,18 @@ func (g *Gen) txBody(n int) [][]string {
 	return out
 }
 
+// watchedChange watches a key another client then changes, and maybe
+// opens a transaction: what a discarding command must forget.
+func (g *Gen) watchedChange() [][]string {
+	k := g.Key()
+	script := [][]string{{"WATCH", k}, {Other, "SET", k, g.Value()}}
+	if g.Chance(2) {
+		script = append(script, []string{"MULTI"})
+		script = append(script, g.txBody(g.R.IntN(3))...)
+	}
+	return script
+}
+
 func txGens(g *Gen) []func() [][]string {
 	return []func() [][]string{
 		func() [][]string {
@@ -91,5 +103,50 @@ func txGens(g *Gen) []func() [][]string {
 			return [][]string{{"WATCH", k}, {"INCR", k}, {"MULTI"}, {"GET", k}, {"EXEC"}}
 		},
 		func() [][]string { return [][]string{{g.Pick("EXEC", "DISCARD", "UNWATCH")}} },
+		// EXEC refused (its arity), in a transaction or not, discards it
+		// and forgets the watched keys; RESET ends both too.
+		func() [][]string {
+			script := append(g.watchedChange(), []string{"EXEC", g.Key()}, []string{"MULTI"}, g.bodyCommand())
+			return append(script, []string{g.Pick("EXEC", "EXEC", "DISCARD")})
+		},
+		func() [][]string {
+			script := append(g.watchedChange(), []string{"RESET"}, []string{"EXEC"}, []string{"MULTI"}, g.bodyCommand())
+			return append(script, []string{"EXEC"})
+		},
+		// CLIENT REPLY: no replies while OFF, none for the command after
+		// SKIP; the commands still run (later reads show their effects).
+		func() [][]string {
+			var script [][]string
+			silent := func(n int) {
+				for range n {
+					script = append(script, append([]string{Unanswered}, g.bodyCommand()...))
+				}
+			}
+			switch g.R.IntN(5) {
+			case 0:
+				script = append(script, []string{Unanswered, "CLIENT", "REPLY", "OFF"})
+				silent(g.R.IntN(4))
+				script = append(script, []string{Unanswered, "CLIENT", "REPLY", "SKIP"})
+				silent(g.R.IntN(2))
+				script = append(script, []string{"CLIENT", "REPLY", "ON"})
+			case 1:
+				script = append(script, []string{Unanswered, "CLIENT", "REPLY", "SKIP"})
+				silent(1)
+			case 2:
+				script = append(script, []string{Unanswered, "CLIENT", "REPLY", "SKIP"}, []string{Unanswered, "CLIENT", "REPLY", "SKIP"})
+				silent(1)
+			case 3:
+				script = append(script, []string{Unanswered, "CLIENT", "REPLY", "SKIP"}, []string{"CLIENT", "REPLY", "ON"})
+			case 4:
+				script = append(script, []string{Unanswered, "CLIENT", "REPLY", "OFF"}, []string{Unanswered, "MULTI"})
+				script = append(script, append([]string{Unanswered}, g.bodyCommand()...), []string{Unanswered, "EXEC"})
+				if g.Chance(2) {
+					script = append(script, []string{"RESET"})
+				} else {
+					script = append(script, []string{Unanswered, "CLIENT", "REPLY", "BAD"}, []string{"CLIENT", "REPLY", "ON"})
+				}
+			}
+			return append(script, g.bodyCommand())
+		},
 	}
 }

@@ -105,6 +105,16 @@ func (rc *RawConn) Do(tb testing.TB, args ...string) string {
 	return string(out)
 }
 
+// Send sends one command and reads nothing: for commands the server does
+// not answer (after CLIENT REPLY OFF or SKIP).
+func (rc *RawConn) Send(tb testing.TB, args ...string) {
+	tb.Helper()
+	rc.c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := rc.c.Write(EncodeCommand(args...)); err != nil {
+		tb.Fatalf("%q: %v", args, err)
+	}
+}
+
 // ReadReply reads one whole RESP reply (any type, nested) and returns its
 // bytes.
 func ReadReply(r *bufio.Reader) ([]byte, error) {
