@@ -344,22 +344,32 @@ func (e *Engine) allShards() []int {
 	return all
 }
 
+// createAllOrNone checks maxmemory once, on the shard of the first key's
+// hash, and then lets every held shard create until setCommitting(false): a
+// command setting several keys is refused whole, never part way.
+func (x *heldRun) createAllOrNone(hash uint64) error {
+	if err := x.jobs[x.e.shardOf(hash)].growable(); err != nil {
+		return err
+	}
+	x.setCommitting(true)
+	return nil
+}
+
+func (x *heldRun) setCommitting(on bool) {
+	for _, j := range x.jobs {
+		j.committing = on
+	}
+}
+
 // multiKey runs one single-key sub-command per key (DEL, EXISTS, MGET,
 // MSET, LIMIT.RESET) on the held shards, in order.
 func (x *heldRun) multiKey(c *Command) Reply {
 	if c.Multi == MultiOK && c.Op.spec().Creates {
 		// MSET is all or nothing: refused as a whole past maxmemory.
-		if err := x.jobs[x.e.shardOf(c.Sub[0].hash)].growable(); err != nil {
+		if err := x.createAllOrNone(c.Sub[0].hash); err != nil {
 			return errReply(err)
 		}
-		for _, j := range x.jobs {
-			j.committing = true
-		}
-		defer func() {
-			for _, j := range x.jobs {
-				j.committing = false
-			}
-		}()
+		defer x.setCommitting(false)
 	}
 	replies := make([]Reply, len(c.Sub))
 	for i := range c.Sub {

@@ -133,6 +133,9 @@ const (
 	OpRestore     Op = 27 // internal: a record as RENAME moved it (Value = payload, N = kind, expiry)
 	OpObject      Op = 28 // OBJECT ENCODING|REFCOUNT|IDLETIME|FREQ: N[0] says which
 	OpRename      Op = 29 // RENAME, RENAMENX (FlagNX): Sub = source, destination
+	OpGetRange    Op = 36 // GETRANGE, SUBSTR: N[0] = start, N[1] = end
+	OpSetRange    Op = 37 // SETRANGE: N[0] = offset, Value
+	OpMSetNX      Op = 38 // MSETNX: Sub = the keys and their values, all set or none
 )
 
 // OBJECT subcommands, in OpObject's N[0].
@@ -153,6 +156,10 @@ func stringOps() map[Op]OpSpec {
 		OpRestore:     {Name: "restore-record", Writes: true, Keys: KeysOne, Internal: true, changed: succeeded, apply: (*shardJob).restoreRecord},
 		OpObject:      {Name: "object", Keys: KeysOne, Internal: true, apply: (*shardJob).object},
 		OpRename:      {Name: "rename", Writes: true, Keys: KeysHeld, changed: succeeded, applyHeld: (*heldRun).rename},
+		OpGetRange:    {Name: "getrange", Keys: KeysOne, apply: (*shardJob).getRange},
+		OpSetRange:    {Name: "setrange", Writes: true, Creates: true, Keys: KeysOne, changed: succeeded, apply: (*shardJob).setRange},
+		// MSETNX journals the SETs it made (msetNX), not itself.
+		OpMSetNX: {Name: "msetnx", Writes: true, Creates: true, Keys: KeysHeld, changed: func(*Command, *Reply) bool { return false }, applyHeld: (*heldRun).msetNX},
 	}
 }
 
@@ -328,6 +335,109 @@ func (j *shardJob) appendValue(t *shard.Table, c *Command, now int64) Reply {
 	}
 	copy(e.Payload[old:], c.Value)
 	return intReply(int64(len(e.Payload)))
+}
+
+// getRange: GETRANGE key start end, Redis 7.0's: negative indexes count
+// from the end, both ends are clamped to the string, and a range that is
+// empty (or both ends negative, the start after the end) is "".
+func (j *shardJob) getRange(t *shard.Table, c *Command, now int64) Reply {
+	e, ok, err := lookup(t, c, now, shard.KindString)
+	if err != nil {
+		return errReply(err)
+	}
+	if !ok {
+		return bulkReply([]byte{})
+	}
+	start, end, n := c.N[0], c.N[1], int64(len(e.Payload))
+	if start < 0 && end < 0 && start > end {
+		return bulkReply([]byte{})
+	}
+	if start < 0 {
+		start = max(n+start, 0)
+	}
+	if end < 0 {
+		end = max(n+end, 0)
+	}
+	end = min(end, n-1)
+	if start > end || n == 0 {
+		return bulkReply([]byte{})
+	}
+	return j.bulk(e.Payload[start : end+1])
+}
+
+// maxStringLength is Redis's proto-max-bulk-len default, which SETRANGE
+// checks before anything is made; Sluice's records stop far sooner (at
+// shard.ErrTooLarge), but an offset past this one gets Redis's error.
+const maxStringLength = 512 << 20
+
+var errStringTooLong = errors.New("string exceeds maximum allowed size (proto-max-bulk-len)")
+
+// setRange: SETRANGE key offset value, overwriting from offset, the gap
+// before it (past the old end) zeroes; an empty value changes nothing and
+// replies the length. The offset was checked for being >= 0 by the parse.
+func (j *shardJob) setRange(t *shard.Table, c *Command, now int64) Reply {
+	e, ok, err := lookup(t, c, now, shard.KindString)
+	if err != nil {
+		return errReply(err)
+	}
+	offset, v := c.N[0], c.Value
+	if len(v) == 0 {
+		j.unchanged = true
+		if !ok {
+			return intReply(0)
+		}
+		return intReply(int64(len(e.Payload)))
+	}
+	if offset > maxStringLength-int64(len(v)) {
+		return errReply(errStringTooLong)
+	}
+	size := int(offset) + len(v)
+	if !ok {
+		if e, err = j.create(t, c, shard.KindString, 0, size); err != nil {
+			return errReply(err)
+		}
+		clear(e.Payload[:offset])
+		copy(e.Payload[offset:], v)
+		return intReply(int64(size))
+	}
+	old := len(e.Payload)
+	if size > old {
+		if err := j.growable(); err != nil {
+			return errReply(err)
+		}
+		if e, err = t.Resize(e, size); err != nil {
+			return errReply(err)
+		}
+		clear(e.Payload[old:max(old, int(offset))])
+	}
+	copy(e.Payload[offset:], v)
+	return intReply(int64(len(e.Payload)))
+}
+
+// msetNX: MSETNX sets every key, or none when any of them exists; the
+// SETs are its journal records. What could fail a SET (maxmemory, a record
+// too large) is checked first, so that none fails part way.
+func (x *heldRun) msetNX(c *Command) Reply {
+	for i := range c.Sub {
+		k := &c.Sub[i]
+		t, _ := x.on(k)
+		if _, exists := t.Get(k.Key, k.hash, x.now); exists {
+			return intReply(0)
+		}
+		if !shard.Fits(len(k.Key), len(k.Value)) {
+			return errReply(shard.ErrTooLarge)
+		}
+	}
+	if err := x.createAllOrNone(c.Sub[0].hash); err != nil {
+		return errReply(err)
+	}
+	defer x.setCommitting(false)
+	for i := range c.Sub {
+		k := &c.Sub[i]
+		set := Command{Op: OpSet, Key: k.Key, Value: k.Value, hash: k.hash}
+		x.run(&set)
+	}
+	return intReply(1)
 }
 
 // restoreRecord writes a record as RENAME moved it: replay of a rename

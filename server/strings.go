@@ -112,6 +112,18 @@ func stringCommands() []*command {
 		{name: "append", cats: catString, keyPerm: permAll, arity: 3, flags: strW, firstKey: 1, lastKey: 1, step: 1, group: "string", since: "2.0.0",
 			summary: "Append to a key's value; reply the new length.", args: []argSpec{key("key"), str("value")},
 			op: engine.OpAppend, parse: parseAppend},
+		{name: "getrange", cats: catString, keyPerm: permRead, arity: 4, flags: flagReadonly, firstKey: 1, lastKey: 1, step: 1, group: "string", since: "2.4.0",
+			summary: "A substring of a key's value, by byte offsets (negative: from the end).", args: []argSpec{key("key"), integer("start"), integer("end")},
+			op: engine.OpGetRange, parse: parseGetRange},
+		{name: "substr", cats: catString, keyPerm: permRead, arity: 4, flags: flagReadonly, firstKey: 1, lastKey: 1, step: 1, group: "string", since: "1.0.0",
+			summary: "GETRANGE's old name.", args: []argSpec{key("key"), integer("start"), integer("end")},
+			op: engine.OpGetRange, parse: parseGetRange},
+		{name: "setrange", cats: catString, keyPerm: permWrite, arity: 4, flags: flagWrite | flagDenyOOM, firstKey: 1, lastKey: 1, step: 1, group: "string", since: "2.2.0",
+			summary: "Overwrite part of a key's value from a byte offset, zero-padding; reply the new length.", args: []argSpec{key("key"), integer("offset"), str("value")},
+			op: engine.OpSetRange, parse: parseSetRange},
+		{name: "msetnx", cats: catString, keyPerm: permWrite, arity: -3, flags: flagWrite | flagDenyOOM, firstKey: 1, lastKey: -1, step: 2, group: "string", since: "1.0.1",
+			summary: "Set several keys' values only if none of them exists; 1 if set.", args: []argSpec{many(key("key")), many(str("value"))},
+			op: engine.OpMSetNX, parse: parseMSetNX},
 		{name: "rename", cats: catKeyspace, findKeys: renameKeys, arity: 3, flags: flagWrite, firstKey: 1, lastKey: 2, step: 1, group: "generic", since: "1.0.0",
 			summary: "Rename a key, replacing the destination.", args: []argSpec{key("key"), key("newkey")},
 			op: engine.OpRename, parse: parseRename(0)},
@@ -157,6 +169,47 @@ func parseSetEx(unit int64, name string) func(*engine.Command, [][]byte) error {
 		c.Key, c.Value, c.N[0], c.Flags = args[1], args[3], n, engine.FlagRelative
 		return nil
 	}
+}
+
+// parseGetRange: GETRANGE key start end; both are integers, checked
+// before the key.
+func parseGetRange(c *engine.Command, args [][]byte) error {
+	start, err := engine.ParseInt64(args[2])
+	if err != nil {
+		return engine.ErrNotInteger
+	}
+	end, err := engine.ParseInt64(args[3])
+	if err != nil {
+		return engine.ErrNotInteger
+	}
+	c.Key, c.N[0], c.N[1] = args[1], start, end
+	return nil
+}
+
+var errOffsetRange = errors.New("offset is out of range")
+
+// parseSetRange: SETRANGE key offset value.
+func parseSetRange(c *engine.Command, args [][]byte) error {
+	offset, err := engine.ParseInt64(args[2])
+	if err != nil {
+		return engine.ErrNotInteger
+	}
+	if offset < 0 {
+		return errOffsetRange
+	}
+	c.Key, c.N[0], c.Value = args[1], offset, args[3]
+	return nil
+}
+
+// parseMSetNX: MSETNX key value [key value ...].
+func parseMSetNX(c *engine.Command, args [][]byte) error {
+	if len(args)%2 == 0 {
+		return errors.New("wrong number of arguments for 'msetnx' command")
+	}
+	for i := 1; i+1 < len(args); i += 2 {
+		c.Sub = append(c.Sub, engine.Command{Op: engine.OpMSetNX, Key: args[i], Value: args[i+1]})
+	}
+	return nil
 }
 
 // parseMSet: MSET key value [key value ...], all keys set at once.

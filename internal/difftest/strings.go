@@ -81,7 +81,7 @@ func stringGens(g *Gen) []func() [][]string {
 			return args
 		}),
 		one(func() []string {
-			args := []string{"MSET"}
+			args := []string{g.Pick("MSET", "MSET", "MSETNX")}
 			for range 1 + g.R.IntN(3) {
 				args = append(args, g.Key(), g.Value())
 			}
@@ -92,6 +92,17 @@ func stringGens(g *Gen) []func() [][]string {
 		}),
 		one(func() []string { return []string{"STRLEN", g.Key()} }),
 		one(func() []string { return []string{"APPEND", g.Key(), g.Value()} }),
+		one(func() []string {
+			index := func() string {
+				return g.Pick(g.Int(-12, 12), g.Int(-12, 12), "0", "-1", "100", "-100", "x", "9223372036854775807", "-9223372036854775808")
+			}
+			return []string{g.Pick("GETRANGE", "GETRANGE", "SUBSTR"), g.Key(), index(), index()}
+		}),
+		one(func() []string {
+			// Offsets stay small: past Sluice's 1 MiB record the two
+			// servers' limits differ (docs/datatypes.md).
+			return []string{"SETRANGE", g.Key(), g.Pick(g.Int(0, 12), g.Int(0, 40), "-1", "x", "536870912"), g.Pick(g.Value(), "", "ab")}
+		}),
 		one(func() []string { return []string{g.Pick("RENAME", "RENAMENX"), g.Key(), g.Key()} }),
 		one(func() []string { return []string{"DEL", g.Key(), g.Key()} }),
 		one(func() []string { return []string{"UNLINK", g.Key()} }),
