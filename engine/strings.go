@@ -144,6 +144,7 @@ const (
 	ObjectRefCount
 	ObjectIdleTime
 	ObjectFreq
+	ObjectMemoryUsage // MEMORY USAGE: the bytes the key takes
 )
 
 func stringOps() map[Op]OpSpec {
@@ -516,6 +517,8 @@ func (j *shardJob) object(t *shard.Table, c *Command, now int64) Reply {
 		return intReply(1)
 	case ObjectIdleTime:
 		return intReply(0)
+	case ObjectMemoryUsage:
+		return intReply(int64(t.EntryBytes(e)))
 	case ObjectFreq:
 		if j.e.hotOff.Load() {
 			return errReply(errNoLFU)

@@ -647,7 +647,8 @@ func (u *aclUser) check(cmd *command, args [][]byte, buf []keyRef) (aclDenial, i
 	if u.allKeys {
 		return aclOK, 0
 	}
-	for _, k := range cmd.keys(args, buf[:0]) {
+	// A container's keys are its subcommand's (OBJECT ENCODING key).
+	for _, k := range checked.keys(args, buf[:0]) {
 		if !u.keyAllowed(args[k.at], k.need) {
 			return aclDeniedKey, k.at
 		}

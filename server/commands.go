@@ -113,6 +113,12 @@ func sub(name string, arity int, flags cmdFlag, cats aclCategory) *command {
 	return &command{name: name, arity: arity, flags: flags, cats: cats}
 }
 
+// keySub is a subcommand that reads the key after its name (OBJECT
+// ENCODING key, MEMORY USAGE key): ACL checks it, COMMAND INFO shows it.
+func keySub(name string, arity int, flags cmdFlag, cats aclCategory) *command {
+	return &command{name: name, arity: arity, flags: flags, cats: cats, keyPerm: permRead, firstKey: 2, lastKey: 2, step: 1}
+}
+
 // subcommand is the row ACL checks for args: the subcommand args[1]
 // names, or cmd itself.
 func (cmd *command) subcommand(args [][]byte) *command {
@@ -277,7 +283,7 @@ func lookupACLCommand(name string) *command { return aclByName[name] }
 
 // commandFamilies are the command table's rows by family, each kept in its
 // family's file.
-var commandFamilies = []func() []*command{coreCommands, leakyCommands, concCommands, stringCommands, hashCommands, listCommands, setCommands, zsetCommands, txCommands, scriptCommands}
+var commandFamilies = []func() []*command{coreCommands, leakyCommands, concCommands, stringCommands, memoryCommands, hashCommands, listCommands, setCommands, zsetCommands, txCommands, scriptCommands}
 
 func commandList() []*command {
 	var list []*command
@@ -416,8 +422,9 @@ func coreCommands() []*command {
 		{name: "monitor", arity: 1, flags: flagAdmin | flagNoScript | flagLoading | flagStale, group: "server", since: "1.0.0",
 			summary: "Stream every command the server runs to this connection.", run: cmdMonitor},
 		{name: "command", cats: catConnection, arity: -1, flags: flagStale, group: "server", since: "2.8.13",
-			summary: "COMMAND, COMMAND COUNT|INFO|DOCS|LIST.", args: []argSpec{opt(str("subcommand")), opt(many(str("arg")))}, subs: []*command{
+			summary: "COMMAND, COMMAND COUNT|INFO|DOCS|LIST|GETKEYS.", args: []argSpec{opt(str("subcommand")), opt(many(str("arg")))}, subs: []*command{
 				sub("count", 2, 0, catConnection), sub("docs", -2, 0, catConnection), sub("info", -2, 0, catConnection), sub("list", -2, 0, catConnection),
+				sub("getkeys", -4, 0, catConnection),
 			},
 			run: cmdCommand},
 		{name: "info", cats: catDangerous, arity: -1, flags: flagStale, group: "server", since: "1.0.0",

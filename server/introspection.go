@@ -1,7 +1,9 @@
 package server
 
 import (
+	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice/engine/glob"
 	"os"
 	"runtime"
 	"strconv"
@@ -27,11 +29,9 @@ func cmdCommand(s *Server, c *client, args [][]byte) {
 	case "count":
 		c.writeInt(int64(len(commands)))
 	case "list":
-		list := sortedCommands()
-		c.writeArray(len(list))
-		for _, cmd := range list {
-			c.writeBulkString(cmd.name)
-		}
+		commandListReply(c, args[2:])
+	case "getkeys":
+		commandGetKeys(c, args[2:])
 	case "info":
 		names := args[2:]
 		if len(names) == 0 {
@@ -68,6 +68,88 @@ func cmdCommand(s *Server, c *client, args [][]byte) {
 		}
 	default:
 		c.writeError(fmt.Errorf("unknown subcommand '%s'. Try COMMAND HELP.", args[1]))
+	}
+}
+
+// commandListReply: COMMAND LIST [FILTERBY MODULE name|ACLCAT category|PATTERN
+// pattern], as Redis 7: every command and subcommand (parent|sub); a
+// pattern matches the full name, ignoring case; an unknown category and
+// any module match nothing.
+func commandListReply(c *client, opts [][]byte) {
+	keep := func(*command) bool { return true }
+	switch {
+	case len(opts) == 0:
+	case len(opts) == 3 && isWord(opts[0], "filterby"):
+		arg := string(opts[2])
+		switch {
+		case isWord(opts[1], "module"):
+			keep = func(*command) bool { return false }
+		case isWord(opts[1], "aclcat"):
+			cat, ok := categoryByName(arg)
+			keep = func(cmd *command) bool { return ok && cmd.categories()&cat != 0 }
+		case isWord(opts[1], "pattern"):
+			keep = func(cmd *command) bool { return glob.MatchFold(arg, cmd.fullname) }
+		default:
+			c.writeError(errSyntax)
+			return
+		}
+	default:
+		c.writeError(errSyntax)
+		return
+	}
+	var names []string
+	for _, cmd := range sortedCommands() {
+		for _, row := range append([]*command{cmd}, cmd.subs...) {
+			if keep(row) {
+				names = append(names, row.fullname)
+			}
+		}
+	}
+	c.writeArray(len(names))
+	for _, n := range names {
+		c.writeBulkString(n)
+	}
+}
+
+var (
+	errGetKeysCommand = errors.New("Invalid command specified")
+	errGetKeysArity   = errors.New("Invalid number of arguments specified for command")
+	errGetKeysNone    = errors.New("The command has no key arguments")
+	errGetKeysArgs    = errors.New("Invalid arguments specified for command")
+)
+
+// commandGetKeys: COMMAND GETKEYS command [arg ...], the keys the command
+// would name, from the same positions ACL and cluster routing use.
+func commandGetKeys(c *client, args [][]byte) {
+	cmd := lookupCommand(args[0])
+	if cmd == nil {
+		c.writeError(errGetKeysCommand)
+		return
+	}
+	row := cmd
+	if len(cmd.subs) > 0 && len(args) > 1 {
+		if row = cmd.subcommand(args); row == cmd {
+			c.writeError(errGetKeysCommand)
+			return
+		}
+	}
+	if row.findKeys == nil && row.firstKey <= 0 {
+		c.writeError(errGetKeysNone)
+		return
+	}
+	if (row.arity > 0 && len(args) != row.arity) || (row.arity < 0 && len(args) < -row.arity) {
+		c.writeError(errGetKeysArity)
+		return
+	}
+	keys := row.keys(args, nil)
+	if len(keys) == 0 && row.group != "scripting" {
+		// Only a script may name no keys (Redis's no-mandatory-keys).
+		c.writeError(errGetKeysArgs)
+		return
+	}
+	c.writeArray(len(keys))
+	for _, k := range keys {
+		c.writeBulk(args[k.at])
 	}
 }
 

@@ -139,8 +139,8 @@ func stringCommands() []*command {
 		{name: "object", arity: -2, group: "generic", since: "2.2.3",
 			summary: "OBJECT ENCODING|REFCOUNT|IDLETIME|FREQ key, OBJECT HELP.", args: []argSpec{str("subcommand"), opt(key("key"))},
 			subs: []*command{
-				sub("encoding", 3, flagReadonly, catKeyspace), sub("freq", 3, flagReadonly, catKeyspace), sub("help", 2, 0, catKeyspace),
-				sub("idletime", 3, flagReadonly, catKeyspace), sub("refcount", 3, flagReadonly, catKeyspace),
+				keySub("encoding", 3, flagReadonly, catKeyspace), keySub("freq", 3, flagReadonly, catKeyspace), sub("help", 2, 0, catKeyspace),
+				keySub("idletime", 3, flagReadonly, catKeyspace), keySub("refcount", 3, flagReadonly, catKeyspace),
 			},
 			run: cmdObject},
 	}

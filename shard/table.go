@@ -125,6 +125,10 @@ func (t *Table) MemoryUsage() int {
 	return n
 }
 
+// EntryBytes is what e costs the table: its record and its index slot
+// (MEMORY USAGE).
+func (t *Table) EntryBytes(e Entry) int { return recordSize(len(e.Key), len(e.Payload)) + 1 + 4 }
+
 // Side returns the table's side table, made on first use when create is
 // set (nil otherwise). Its records share the shard's owner, snapshots and
 // memory, not its key space: the engine keeps request receipts there.
