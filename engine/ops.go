@@ -109,7 +109,7 @@ var ops [256]OpSpec
 // its op numbers and rows together. Numbers: limiters, strings and keys
 // below 50, hashes 50-69, lists 70-89, sets 90-99, sorted sets 100-139,
 // transactions 140-149, scripts 150-159.
-var opFamilies = []func() map[Op]OpSpec{coreOps, receiptOps, leakyOps, concOps, stringOps, hashOps, listOps, setOps, zsetOps, txOps, scriptOps}
+var opFamilies = []func() map[Op]OpSpec{coreOps, receiptOps, leakyOps, concOps, stringOps, hashOps, listOps, setOps, setAlgebraOps, zsetOps, txOps, scriptOps}
 
 func init() {
 	// Filled in init, not in the declaration: the table refers to the ops'

@@ -69,3 +69,33 @@ func TestMSetNXSetsAllOrNone(t *testing.T) {
 		t.Fatalf("replayed state differs:\n got %s\nwant %s", got, want)
 	}
 }
+
+// A set algebra STORE whose result would not fit a record is refused
+// before the destination is touched.
+func TestSetStoreTooLargeChangesNothing(t *testing.T) {
+	e, _, clk := journaledEngine(t)
+	now := clk.Now()
+	big := Command{Op: OpSAdd, Key: []byte("a")}
+	for i := range 3000 { // 200-byte members: each set about 600 KB
+		big.Args = append(big.Args, fmt.Appendf(nil, "member-%0193d", i))
+	}
+	if r := exec1(e, now, big); r.Kind != ReplyInt {
+		t.Fatalf("SADD a: %+v", r)
+	}
+	more := Command{Op: OpSAdd, Key: []byte("b")}
+	for i := range 3000 {
+		more.Args = append(more.Args, fmt.Appendf(nil, "other-%0194d", i))
+	}
+	if r := exec1(e, now, more); r.Kind != ReplyInt {
+		t.Fatalf("SADD b: %+v", r)
+	}
+	exec1(e, now, Command{Op: OpSet, Key: []byte("dst"), Value: []byte("kept")})
+	store := Command{Op: OpSetAlgebraStore, N: [4]int64{SetUnion}, Sub: []Command{
+		{Op: OpSetAlgebraStore, Key: []byte("dst")}, {Op: OpSetAlgebraStore, Key: []byte("a")}, {Op: OpSetAlgebraStore, Key: []byte("b")}}}
+	if r := exec1(e, now, store); r.Kind != ReplyError || !errors.Is(r.Err, shard.ErrTooLarge) {
+		t.Fatalf("SUNIONSTORE past a record: %+v, want ErrTooLarge", r)
+	}
+	if r := exec1(e, now, Command{Op: OpGet, Key: []byte("dst")}); string(r.Bulk) != "kept" {
+		t.Fatalf("the refused SUNIONSTORE changed its destination: %+v", r)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -181,8 +182,9 @@ type Pair struct {
 	sluiceAddr  string
 	resp3       bool
 	inMulti     bool
-	queued      []string // the names of the commands queued in the open MULTI
-	history     []string // the last commands sent, for failure reports
+	queued      []string          // the names of the commands queued in the open MULTI
+	history     []string          // the last commands sent, for failure reports
+	bodies      map[string]string // the script bodies sent, by SHA1
 	// ReplyLagMS is how many milliseconds after Sluice stamps a command
 	// Redis may get it: a cluster answers a write once Raft commits it, so
 	// a relative expiry Sluice set reads that much earlier than Redis's.
@@ -274,6 +276,16 @@ func (p *Pair) Step(step int, args ...string) {
 		p.sameScan(step, args)
 		return
 	}
+	if (name == "eval" || name == "eval_ro" || (name == "script" && len(args) == 3 && strings.EqualFold(args[1], "load"))) && len(args) > 2 {
+		body := args[1]
+		if name == "script" {
+			body = args[2]
+		}
+		if p.bodies == nil {
+			p.bodies = map[string]string{}
+		}
+		p.bodies[shaHex(body)] = body
+	}
 	got, want := sl.Do(p.TB, args...), rd.Do(p.TB, args...)
 	if sl == p.Sluice {
 		switch {
@@ -291,7 +303,9 @@ func (p *Pair) Step(step int, args ...string) {
 		case isClockRead(name):
 			got = p.nearClock(name, got, want)
 		case name == "exec":
-			got = p.nearClockInExec(got, want)
+			got = p.nearClockInItems(got, want, p.queued)
+		case strings.HasPrefix(name, "eval"):
+			got = p.nearClockInItems(got, want, scriptCalls(p.bodyOf(name, args)))
 		}
 	}
 	if name == "reset" && p.resp3 && sl == p.Sluice && got == want {
@@ -345,15 +359,17 @@ func (p *Pair) nearClock(name, got, want string) string {
 	return want
 }
 
-// nearClockInExec applies nearClock to the replies of the clock reads an
-// EXEC ran, and returns got rendered again with those replaced.
-func (p *Pair) nearClockInExec(got, want string) string {
+// nearClockInItems applies nearClock to the items of an array reply that
+// answer clock reads (names[i] is what item i answers: the commands an
+// EXEC ran, the calls a generated script made), and returns got rendered
+// again with those replaced.
+func (p *Pair) nearClockInItems(got, want string, names []string) string {
 	g, gerr := Parse([]byte(got))
 	w, werr := Parse([]byte(want))
-	if gerr != nil || werr != nil || g.Kind != '*' || w.Kind != '*' || len(g.Items) != len(w.Items) || len(g.Items) != len(p.queued) {
+	if gerr != nil || werr != nil || g.Kind != '*' || w.Kind != '*' || len(g.Items) != len(w.Items) || len(g.Items) != len(names) {
 		return got
 	}
-	for i, name := range p.queued {
+	for i, name := range names {
 		if isClockRead(name) {
 			g.Items[i], _ = Parse([]byte(p.nearClock(name, g.Items[i].Render(), w.Items[i].Render())))
 		}
@@ -364,11 +380,37 @@ func (p *Pair) nearClockInExec(got, want string) string {
 	return got
 }
 
+// scriptCall is one call a generated script body makes, in its reply
+// table's order (genScript writes "r[i] = redis.call("name", ...)").
+var scriptCall = regexp.MustCompile(`(?m)^r\[\d+\] = redis\.p?call\("([a-z_.]+)"`)
+
+// scriptCalls names the calls of a generated body, item by item.
+func scriptCalls(body string) []string {
+	var names []string
+	for _, m := range scriptCall.FindAllStringSubmatch(body, -1) {
+		names = append(names, m[1])
+	}
+	return names
+}
+
+// bodyOf is the body an EVAL sends, or the one an EVALSHA names (from
+// the bodies this pair has sent).
+func (p *Pair) bodyOf(name string, args []string) string {
+	if len(args) < 2 {
+		return ""
+	}
+	if strings.HasPrefix(name, "evalsha") {
+		return p.bodies[strings.ToLower(args[1])]
+	}
+	return args[1]
+}
+
 // unordered lists the replies whose order is Redis's hash table order
 // (for hashes, only once Redis has converted the hash to a hash table),
 // and how many items go together.
 var unordered = map[string]int{
 	"hgetall": 2, "hkeys": 1, "hvals": 1, "smembers": 1, "keys": 1,
+	"sinter": 1, "sunion": 1, "sdiff": 1,
 }
 
 func (p *Pair) normalize(args []string, reply string) string {

@@ -50,6 +50,24 @@ func setGens(g *Gen) []func() [][]string {
 		hsScript(func() []string { return []string{"SMEMBERS", g.Key(), "extra"} }),
 		hsScript(func() []string { return append([]string{"SSCAN", g.Key(), g.hsScanCursor()}, g.hsScanOptions()...) }),
 		hsScript(func() []string { return []string{"SSCAN", g.Key()} }),
+		// Set algebra, over keys that may be missing or of another type;
+		// the STORE forms may store into one of their own sources.
+		hsScript(func() []string {
+			return append([]string{g.Pick("SINTER", "SUNION", "SDIFF")}, g.Many(1+g.R.IntN(3), func() []string { return []string{g.Key()} })...)
+		}),
+		hsScript(func() []string {
+			return append([]string{g.Pick("SINTERSTORE", "SUNIONSTORE", "SDIFFSTORE"), g.Key()}, g.Many(1+g.R.IntN(3), func() []string { return []string{g.Key()} })...)
+		}),
+		hsScript(func() []string {
+			n := 1 + g.R.IntN(3)
+			args := append([]string{"SINTERCARD", g.Pick(strconv.Itoa(n), strconv.Itoa(n), "0", "x", "9")}, g.Many(n, func() []string { return []string{g.Key()} })...)
+			if g.Chance(2) {
+				args = append(args, g.Pick("LIMIT", "LIMIT", "BAD"), g.Pick("0", "1", "2", "-1", "x"))
+			}
+			return args
+		}),
+		hsScript(func() []string { return []string{"SMOVE", g.Key(), g.Key(), g.Member()} }),
+		hsScript(func() []string { return []string{g.Pick("SINTER", "SMOVE", "SINTERSTORE", "SINTERCARD")} }),
 		// A nonzero cursor over a set Redis keeps as an intset: every
 		// member comes back at once, with cursor 0, whatever the cursor.
 		func() [][]string {

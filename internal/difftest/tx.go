@@ -19,6 +19,7 @@ func init() {
 var inTxUnordered = map[string]bool{
 	"keys": true, "scan": true, "hscan": true, "sscan": true, "zscan": true, "smembers": true,
 	"hgetall": true, "hkeys": true, "hvals": true, "dbsize": true,
+	"sinter": true, "sunion": true, "sdiff": true,
 }
 
 // bodyCommand is one command from another family, fit for a transaction.
