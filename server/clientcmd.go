@@ -118,15 +118,15 @@ func cmdClient(s *Server, c *client, args [][]byte) {
 }
 
 // replyMode is what CLIENT REPLY set: replies sent, none, or none for the
-// command after CLIENT REPLY SKIP (the read loop steps replySkipNext to
-// replySkip to replyOn, one command each).
+// next command (SKIP). The read loop tests it once per command; only a
+// silenced command steps it (dispatchSilenced).
 type replyMode uint8
 
 const (
 	replyOn replyMode = iota
 	replyOff
-	replySkip     // this command's replies are dropped
-	replySkipNext // the next command's are
+	replySkip     // the next command's replies are dropped
+	replySkipNext // SKIP sent by a skipped command: the one after it is skipped too
 )
 
 // clientReply: CLIENT REPLY ON|OFF|SKIP, as Redis's: OFF and SKIP are not
@@ -141,7 +141,10 @@ func clientReply(c *client, mode []byte) {
 	case isWord(mode, "off"):
 		c.replyMode = replyOff
 	case isWord(mode, "skip"):
-		if c.replyMode != replyOff {
+		switch c.replyMode {
+		case replyOn:
+			c.replyMode = replySkip // SKIP itself has no reply; the next command is skipped
+		case replySkip:
 			c.replyMode = replySkipNext
 		}
 	default:
@@ -155,8 +158,8 @@ func clientReply(c *client, mode []byte) {
 
 // dispatchSilenced runs a command whose replies CLIENT REPLY drops: its
 // replies alone are encoded, then cut from out (flushOut cuts any it
-// writes early). The mode is read after the command: CLIENT REPLY ON is
-// answered.
+// writes early). The mode is read after the command, so CLIENT REPLY ON
+// is answered; then a skipped command's SKIP is spent.
 func (c *client) dispatchSilenced(args [][]byte) {
 	c.flushBatch()
 	c.silentFrom = len(c.out)
@@ -166,6 +169,12 @@ func (c *client) dispatchSilenced(args [][]byte) {
 		c.out = c.out[:c.silentFrom]
 	}
 	c.silentFrom = -1
+	switch c.replyMode {
+	case replySkip:
+		c.replyMode = replyOn
+	case replySkipNext:
+		c.replyMode = replySkip
+	}
 }
 
 func argBytes(args [][]byte) int {

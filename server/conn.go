@@ -359,12 +359,6 @@ func (c *client) process() int {
 		} else {
 			c.dispatchSilenced(args)
 		}
-		switch c.replyMode { // SKIP: the next command is silent, then on again
-		case replySkipNext:
-			c.replyMode = replySkip
-		case replySkip:
-			c.replyMode = replyOn
-		}
 		if len(c.batch.Cmds) >= c.s.cfg.MaxPipeline {
 			c.flushBatch()
 		}
