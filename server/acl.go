@@ -612,6 +612,7 @@ const (
 	aclOK aclDenial = iota
 	aclDeniedCmd
 	aclDeniedKey
+	aclDeniedChannel
 	aclDeniedAuth
 )
 
@@ -644,16 +645,38 @@ func (u *aclUser) check(cmd *command, args [][]byte, buf []keyRef) (aclDenial, i
 			return aclDeniedCmd, 0
 		}
 	}
-	if u.allKeys {
-		return aclOK, 0
+	if !u.allKeys {
+		// A container's keys are its subcommand's (OBJECT ENCODING key).
+		for _, k := range checked.keys(args, buf[:0]) {
+			if !u.keyAllowed(args[k.at], k.need) {
+				return aclDeniedKey, k.at
+			}
+		}
 	}
-	// A container's keys are its subcommand's (OBJECT ENCODING key).
-	for _, k := range checked.keys(args, buf[:0]) {
-		if !u.keyAllowed(args[k.at], k.need) {
-			return aclDeniedKey, k.at
+	if !u.allChannels && checked.channels != chanNone {
+		last := len(args) - 1
+		if checked.channels == chanFirst {
+			last = 1
+		}
+		for i := 1; i <= last; i++ {
+			if !u.channelAllowed(args[i], checked.channels == chanPatterns) {
+				return aclDeniedChannel, i
+			}
 		}
 	}
 	return aclOK, 0
+}
+
+// channelAllowed reports whether the user may use channel: one of its
+// channel patterns matches it, or, for a pattern a PSUBSCRIBE names, is it
+// literally.
+func (u *aclUser) channelAllowed(channel []byte, literal bool) bool {
+	for _, p := range u.channels {
+		if (literal && p == string(channel)) || (!literal && glob.Match(p, string(channel))) {
+			return true
+		}
+	}
+	return false
 }
 
 func (u *aclUser) keyAllowed(key []byte, need keyPerm) bool {

@@ -185,6 +185,8 @@ func cmdACL(s *Server, c *client, args [][]byte) {
 			c.writeBulkString("This user has no permissions to run the '" + cmd.subcommand(rest).fullname + "' command")
 		case aclDeniedKey:
 			c.writeBulkString("This user has no permissions to access the '" + string(rest[at]) + "' key")
+		case aclDeniedChannel:
+			c.writeBulkString("This user has no permissions to access the '" + string(rest[at]) + "' channel")
 		default:
 			c.writeOK()
 		}
@@ -368,7 +370,8 @@ func (s *Server) aclLoad() error {
 // same kind, object and user within a minute into one, counting them.
 type aclLogEntry struct {
 	count    int64
-	reason   string // command, key, auth
+	reason   string // command, key, channel, auth
+	context  string // toplevel, or multi for a command refused as it was queued
 	object   string
 	username string
 	at       time.Time
@@ -388,7 +391,7 @@ func (l *aclLog) add(e aclLogEntry) {
 	defer l.mu.Unlock()
 	for i := 0; i < len(l.entries) && i < 10; i++ {
 		old := &l.entries[i]
-		if old.reason == e.reason && old.object == e.object && old.username == e.username && e.at.Sub(old.at) <= time.Minute {
+		if old.reason == e.reason && old.context == e.context && old.object == e.object && old.username == e.username && e.at.Sub(old.at) <= time.Minute {
 			old.count++
 			old.at, old.client = e.at, e.client
 			moved := *old
@@ -423,7 +426,11 @@ func (l *aclLog) write(c *client, count int) {
 		c.writeBulkString("reason")
 		c.writeBulkString(e.reason)
 		c.writeBulkString("context")
-		c.writeBulkString("toplevel")
+		if e.context == "" {
+			c.writeBulkString("toplevel")
+		} else {
+			c.writeBulkString(e.context)
+		}
 		c.writeBulkString("object")
 		c.writeBulkString(e.object)
 		c.writeBulkString("username")

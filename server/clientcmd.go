@@ -185,17 +185,34 @@ func argBytes(args [][]byte) int {
 	return n
 }
 
-// clientTypeByName is Redis's getClientTypeByName: every Sluice connection
-// is a normal one (a monitor too, as in Redis), so the other types match
-// none.
-func clientTypeByName(name []byte) (normal, ok bool) {
+// Client types, as CLIENT LIST TYPE and CLIENT KILL TYPE name them: a
+// Sluice connection is a pubsub one while it is subscribed, a normal one
+// otherwise (a monitor too, as in Redis); none is a replica or a master.
+const (
+	clientNormal = iota
+	clientPubSub
+	clientOther
+)
+
+// clientTypeByName is Redis's getClientTypeByName.
+func clientTypeByName(name []byte) (typ int, ok bool) {
 	switch strings.ToLower(string(name)) {
 	case "normal":
-		return true, true
-	case "slave", "replica", "master", "pubsub":
-		return false, true
+		return clientNormal, true
+	case "pubsub":
+		return clientPubSub, true
+	case "slave", "replica", "master":
+		return clientOther, true
 	}
-	return false, false
+	return 0, false
+}
+
+// clientType is the connection's type.
+func (c *client) clientType() int {
+	if c.subsN.Load() > 0 {
+		return clientPubSub
+	}
+	return clientNormal
 }
 
 func unknownClientType(name []byte) error {
@@ -220,13 +237,15 @@ func clientList(s *Server, c *client, args [][]byte) {
 	var list []*client
 	switch {
 	case len(args) == 4 && isWord(args[2], "type"):
-		normal, ok := clientTypeByName(args[3])
+		typ, ok := clientTypeByName(args[3])
 		if !ok {
 			c.writeError(unknownClientType(args[3]))
 			return
 		}
-		if normal {
-			list = s.clientsByID()
+		for _, cl := range s.clientsByID() {
+			if cl.clientType() == typ {
+				list = append(list, cl)
+			}
 		}
 	case len(args) > 3 && isWord(args[2], "id"):
 		s.mu.Lock()
@@ -262,7 +281,8 @@ func clientList(s *Server, c *client, args [][]byte) {
 // connection itself).
 func clientKill(s *Server, c *client, args [][]byte) {
 	var addr, laddr, user string
-	var hasAddr, hasLaddr, hasUser, typeNormal, hasType bool
+	var hasAddr, hasLaddr, hasUser, hasType bool
+	typ := clientNormal
 	id := int64(0)
 	skipme := true
 	switch {
@@ -284,12 +304,12 @@ func clientKill(s *Server, c *client, args [][]byte) {
 				}
 				id = n
 			case isWord(args[i], "type"):
-				normal, ok := clientTypeByName(v)
+				t, ok := clientTypeByName(v)
 				if !ok {
 					c.writeError(unknownClientType(v))
 					return
 				}
-				typeNormal, hasType = normal, true
+				typ, hasType = t, true
 			case isWord(args[i], "addr"):
 				addr, hasAddr = string(v), true
 			case isWord(args[i], "laddr"):
@@ -321,7 +341,7 @@ func clientKill(s *Server, c *client, args [][]byte) {
 		switch {
 		case hasAddr && cl.addr != addr,
 			hasLaddr && cl.nc.LocalAddr().String() != laddr,
-			hasType && !typeNormal,
+			hasType && cl.clientType() != typ,
 			id != 0 && cl.id != id,
 			hasUser && cl.userName() != user,
 			cl == c && skipme:
@@ -386,8 +406,11 @@ func (c *client) info(asker *client, argvMem int) string {
 	c.mu.Unlock()
 	now := time.Now()
 	flags := ""
-	if c.mon.Load() != nil {
+	if c.monitoring.Load() {
 		flags += "O"
+	}
+	if c.subsN.Load() > 0 {
+		flags += "P"
 	}
 	multi, multiMem, qbuf, rbuf := c.multiN.Load(), c.multiMem.Load(), c.qbuf.Load(), c.rbufN.Load()
 	obl := 0
@@ -416,8 +439,8 @@ func (c *client) info(asker *client, argvMem int) string {
 		flags = "N"
 	}
 	omem := int64(0)
-	if m := c.mon.Load(); m != nil {
-		omem = m.owed()
+	if q := c.oq.Load(); q != nil {
+		omem = q.owed()
 	}
 	cmd := "NULL"
 	if last := c.lastCmd.Load(); last != nil {
@@ -430,8 +453,9 @@ func (c *client) info(asker *client, argvMem int) string {
 	age := int64(now.Sub(c.created) / time.Second)
 	idle := int64(time.Duration(c.s.coarseNow.Load()-c.lastIO.Load()) / time.Second)
 	var b strings.Builder
-	fmt.Fprintf(&b, "id=%d addr=%s laddr=%s fd=%d name=%s age=%d idle=%d flags=%s db=0 sub=0 psub=0 ssub=0 multi=%d qbuf=%d qbuf-free=%d argv-mem=%d multi-mem=%d rbs=0 rbp=0 obl=%d oll=0 omem=%d tot-mem=%d events=r cmd=%s user=%s redir=-1 resp=%d lib-name=%s lib-ver=%s",
-		c.id, c.addr, c.nc.LocalAddr(), connFD(c.nc), name, age, max(idle, 0), flags, multi, qbuf, rbuf-qbuf, argvMem, multiMem,
+	fmt.Fprintf(&b, "id=%d addr=%s laddr=%s fd=%d name=%s age=%d idle=%d flags=%s db=0 sub=%d psub=%d ssub=%d multi=%d qbuf=%d qbuf-free=%d argv-mem=%d multi-mem=%d rbs=0 rbp=0 obl=%d oll=0 omem=%d tot-mem=%d events=r cmd=%s user=%s redir=-1 resp=%d lib-name=%s lib-ver=%s",
+		c.id, c.addr, c.nc.LocalAddr(), connFD(c.nc), name, age, max(idle, 0), flags,
+		c.subs.counts[subChannel].Load(), c.subs.counts[subPattern].Load(), c.subs.counts[subShard].Load(), multi, qbuf, rbuf-qbuf, argvMem, multiMem,
 		obl, omem, rbuf+int64(argvMem)+multiMem+int64(obl)+omem, cmd, user, resp, libName, libVer)
 	return b.String()
 }
@@ -676,7 +700,7 @@ func (c *client) hook(cmd *command, args [][]byte) bool {
 		}
 	}
 	if c.hooks&hookMonitor != 0 {
-		if c.mon.Load() != nil && cmd.flags&(flagReadonly|flagWrite|flagDecision) != 0 {
+		if c.monitoring.Load() && cmd.flags&(flagReadonly|flagWrite|flagDecision) != 0 {
 			c.reject(errMonitorKeyspace)
 			return false
 		}

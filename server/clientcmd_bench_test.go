@@ -40,7 +40,7 @@ func BenchmarkMonitorFeed(b *testing.B) {
 	defer srv.Close()
 	defer cli.Close()
 	c := newClient(s, srv)
-	m := &monitor{c: c, wake: make(chan struct{}, 1)}
+	m := newOutQueue(c)
 	s.monitors.add(s, m)
 	cmd := commands["cl.throttle"]
 	args := [][]byte{[]byte("CL.THROTTLE"), []byte("sluice-bench:cl.throttle:00001234"), []byte("99"), []byte("100"), []byte("1")}

@@ -27,6 +27,7 @@ const (
 	// (maxBigReplies), so that a pipeline of them is answered a few at a
 	// time rather than all built before any is written.
 	flagBigReply
+	flagPubSub // a pub/sub command (COMMAND INFO's flag)
 )
 
 // maxBigReplies bounds the big-reply commands in one engine batch.
@@ -42,7 +43,7 @@ var flagNames = []struct {
 	name string
 }{
 	{flagWrite, "write"}, {flagReadonly, "readonly"}, {flagDenyOOM, "denyoom"},
-	{flagAdmin, "admin"}, {flagFast, "fast"}, {flagNoAuth, "no_auth"},
+	{flagAdmin, "admin"}, {flagPubSub, "pubsub"}, {flagFast, "fast"}, {flagNoAuth, "no_auth"},
 	{flagLoading, "loading"}, {flagStale, "stale"}, {flagNoScript, "noscript"},
 }
 
@@ -97,6 +98,7 @@ type command struct {
 	cats     aclCategory
 	keyPerm  keyPerm
 	findKeys func(args [][]byte, buf []keyRef) []keyRef
+	channels chanSpec // which arguments are pub/sub channels
 	subs     []*command
 
 	// Set when the table is built: the index into aclCommands, the name
@@ -283,7 +285,7 @@ func lookupACLCommand(name string) *command { return aclByName[name] }
 
 // commandFamilies are the command table's rows by family, each kept in its
 // family's file.
-var commandFamilies = []func() []*command{coreCommands, leakyCommands, concCommands, stringCommands, memoryCommands, hashCommands, listCommands, setCommands, zsetCommands, txCommands, scriptCommands}
+var commandFamilies = []func() []*command{coreCommands, leakyCommands, concCommands, stringCommands, memoryCommands, hashCommands, listCommands, setCommands, zsetCommands, txCommands, scriptCommands, pubsubCommands}
 
 func commandList() []*command {
 	var list []*command

@@ -109,9 +109,16 @@ type client struct {
 	held, noEvict                 atomic.Bool
 	killed                        chan struct{}
 	killOnce                      sync.Once
-	mon                           atomic.Pointer[monitor]
-	monStarting                   *monitor // MONITOR ran; it starts once counted
-	monLine                       []byte
+	// oq is the queue whose writer owns the socket while the connection
+	// monitors or is subscribed (outqueue.go); monitoring and subsN (its
+	// subscriptions, pubsub.go) are what needs it.
+	oq          atomic.Pointer[outQueue]
+	monitoring  atomic.Bool
+	monStarting bool // MONITOR ran; it starts once counted
+	monLine     []byte
+	subs        subscriptions
+	subsN       atomic.Int64
+	pushResp3   atomic.Bool // resp3, for publishers
 }
 
 // slot is one reply owed, in pipeline order: an engine reply, or an error
@@ -166,7 +173,9 @@ func (c *client) serve() {
 	// Unlisted before the socket closes: a client that sees its
 	// connection end finds it gone from CLIENT LIST, as in Redis.
 	defer c.s.unlist(c)
-	defer c.endMonitor() // MONITOR: its writer sends what is queued first
+	defer c.endQueue()      // MONITOR, SUBSCRIBE: the writer sends what is queued first
+	defer c.leaveMonitors() // nothing more is queued
+	defer c.endSubscriptions()
 	defer c.unwatchAll()
 	defer func() {
 		// Nothing a client sends may take the server down; a bug that
@@ -446,11 +455,15 @@ func (c *client) dispatch(args [][]byte) {
 	}
 	// The default user (every command, every key) costs one load and two
 	// tests here; anything narrower is checked against its rules.
-	if u := c.user.rules.Load(); !u.allCommands || !u.allKeys {
+	if u := c.user.rules.Load(); !u.allCommands || !u.allKeys || !u.allChannels {
 		if err := c.checkACL(u, cmd, args); err != nil {
 			c.rejectCall(row, err)
 			return
 		}
+	}
+	if c.subsN.Load() > 0 && !c.resp3 && !allowedInSubscribed(cmd) {
+		c.rejectCall(row, errSubscribedContext(row.fullname))
+		return
 	}
 	// CLIENT PAUSE holds, MONITOR shows (clientcmd.go).
 	if c.hooks != 0 && !c.hook(cmd, args) {
@@ -474,7 +487,7 @@ func (c *client) dispatch(args [][]byte) {
 		start, errs, mark := monoNow(), c.acct.errors, len(c.out)
 		cmd.run(c.s, c, args)
 		c.ranServerCommand(row, args, monoNow()-start, errs, mark)
-		if c.monStarting != nil {
+		if c.monStarting {
 			c.startMonitor()
 		}
 		return
@@ -527,16 +540,24 @@ func (c *client) parse(cmd *command, ec *engine.Command, args [][]byte) error {
 // touching a key it may not, and records the refusal (INFO, ACL LOG).
 func (c *client) checkACL(u *aclUser, cmd *command, args [][]byte) error {
 	d, at := u.check(cmd, args, c.keyBuf[:0])
+	context := ""
+	if c.multi != nil {
+		context = "multi"
+	}
 	switch d {
 	case aclDeniedCmd:
 		c.s.cmdDenied.Add(1)
 		name := cmd.subcommand(args).fullname
-		c.s.aclLog.add(aclLogEntry{reason: "command", object: name, username: u.name, at: time.Now(), client: c.describe()})
+		c.s.aclLog.add(aclLogEntry{reason: "command", context: context, object: name, username: u.name, at: time.Now(), client: c.describe()})
 		return &permError{command: name}
 	case aclDeniedKey:
 		c.s.keyDenied.Add(1)
-		c.s.aclLog.add(aclLogEntry{reason: "key", object: string(args[at]), username: u.name, at: time.Now(), client: c.describe()})
+		c.s.aclLog.add(aclLogEntry{reason: "key", context: context, object: string(args[at]), username: u.name, at: time.Now(), client: c.describe()})
 		return &permError{}
+	case aclDeniedChannel:
+		c.s.channelDenied.Add(1)
+		c.s.aclLog.add(aclLogEntry{reason: "channel", context: context, object: string(args[at]), username: u.name, at: time.Now(), client: c.describe()})
+		return errChannelDenied
 	}
 	return nil
 }
@@ -667,10 +688,11 @@ func (c *client) flushOut() {
 		// CLIENT REPLY OFF or SKIP: the command's replies are dropped.
 		c.out, c.silentFrom = c.out[:c.silentFrom], 0
 	}
-	if m := c.mon.Load(); m != nil {
-		// MONITOR: its writer owns the socket (monitor.go).
-		m.push(c.s, c.out)
+	if q := c.oq.Load(); q != nil {
+		// MONITOR, SUBSCRIBE: its writer owns the socket (outqueue.go).
+		q.push(c.s, c.out)
 		c.out = c.out[:0]
+		c.releaseHeld(q)
 		return
 	}
 	if l := &c.s.obuf.Load()[ClassNormal]; l.Hard != 0 || l.Soft != 0 || !c.softSince.IsZero() {
@@ -822,7 +844,15 @@ func (c *client) writeError(err error) {
 	}
 	c.out = redcon.AppendError(c.out, text)
 }
-func (c *client) writeOK()           { c.out = redcon.AppendOK(c.out) }
+func (c *client) writeOK() { c.out = redcon.AppendOK(c.out) }
+
+// writeHelp writes a HELP subcommand's lines, as status replies.
+func (c *client) writeHelp(lines []string) {
+	c.writeArray(len(lines))
+	for _, l := range lines {
+		c.writeStatus(l)
+	}
+}
 func (c *client) writeInt(n int64)   { c.out = redcon.AppendInt(c.out, n) }
 func (c *client) writeBulk(b []byte) { c.out = redcon.AppendBulk(c.out, b) }
 func (c *client) writeBulkString(s string) {

@@ -12,8 +12,18 @@ import (
 func cmdPing(s *Server, c *client, args [][]byte) {
 	switch len(args) {
 	case 1:
+		if c.subsN.Load() > 0 && !c.resp3 {
+			c.writeArray(2) // subscribed, RESP2: a reply that is not a message's
+			c.writeBulkString("pong")
+			c.writeBulkString("")
+			return
+		}
 		c.writeStatus("PONG")
 	case 2:
+		if c.subsN.Load() > 0 && !c.resp3 {
+			c.writeArray(2)
+			c.writeBulkString("pong")
+		}
 		c.writeBulk(args[1])
 	default:
 		c.writeError(fmt.Errorf("wrong number of arguments for 'ping' command"))
@@ -36,10 +46,13 @@ func cmdReset(s *Server, c *client, args [][]byte) {
 	c.multi = nil
 	c.unwatchAll()
 	c.stopMonitor()
+	c.endSubscriptions()
+	c.stopQueue()
 	def := s.acl.defaultUser()
 	rules := def.rules.Load()
 	c.mu.Lock()
 	c.resp3, c.name, c.user = false, "", def
+	c.pushResp3.Store(false)
 	c.mu.Unlock()
 	c.authed = rules.enabled && rules.nopass
 	c.readonly = false
@@ -134,6 +147,7 @@ func cmdHello(s *Server, c *client, args [][]byte) {
 		// Under mu: CLIENT LIST on other connections reads it.
 		c.mu.Lock()
 		c.resp3 = proto == 3
+		c.pushResp3.Store(c.resp3)
 		c.mu.Unlock()
 	}
 	c.writeMap(7)

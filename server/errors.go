@@ -26,6 +26,9 @@ var (
 // permError is an ACL refusal: of a command (command set), or of a key.
 type permError struct{ command string }
 
+// errChannelDenied: a pub/sub command names a channel the user may not use.
+var errChannelDenied = engine.RawError("NOPERM this user has no permissions to access one of the channels used as arguments")
+
 func (e *permError) Error() string {
 	if e.command != "" {
 		return "this user has no permissions to run the '" + e.command + "' command"

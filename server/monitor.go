@@ -23,40 +23,22 @@ import (
 // shown is formatted once, into the sending connection's scratch buffer,
 // and appended to each monitor's queue under that monitor's lock; a
 // monitor's own goroutine writes its queue to the socket, so a slow monitor
-// never blocks the connections it watches. Its queue is bounded: past the
-// client-output-buffer-limit normal hard limit (or monitorQueueLimit when
-// none is set) the monitor is closed, logged as Redis logs an output
-// buffer overflow.
+// never blocks the connections it watches; the queue is bounded
+// (outqueue.go).
 
 var errMonitorKeyspace = errors.New("Replica can't interact with the keyspace")
-
-// monitorQueueLimit bounds a monitor's unwritten bytes while
-// client-output-buffer-limit normal sets no hard limit (Redis's default,
-// under which a slow monitor grows without bound).
-const monitorQueueLimit = 32 << 20
-
-// monitor is one MONITOR connection's queue and writer.
-type monitor struct {
-	c     *client
-	mu    sync.Mutex
-	queue []byte // replies and lines not yet written
-	cut   bool   // closed for its queue, or its socket failed: queue nothing more
-	wake  chan struct{}
-	gone  chan struct{} // closed when the connection ends
-	done  chan struct{} // closed when the writer returns
-}
 
 // monitorSet is the server's monitors; feeders read the list without a
 // lock.
 type monitorSet struct {
 	mu   sync.Mutex
-	list atomic.Pointer[[]*monitor]
+	list atomic.Pointer[[]*outQueue]
 }
 
-func (ms *monitorSet) add(s *Server, m *monitor) {
+func (ms *monitorSet) add(s *Server, m *outQueue) {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
-	var list []*monitor
+	var list []*outQueue
 	if old := ms.list.Load(); old != nil {
 		list = append(list, *old...)
 	}
@@ -65,10 +47,10 @@ func (ms *monitorSet) add(s *Server, m *monitor) {
 	s.setHook(hookMonitor, true)
 }
 
-func (ms *monitorSet) remove(s *Server, m *monitor) {
+func (ms *monitorSet) remove(s *Server, m *outQueue) {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
-	var list []*monitor
+	var list []*outQueue
 	for _, x := range *ms.list.Load() {
 		if x != m {
 			list = append(list, x)
@@ -94,7 +76,7 @@ func (ms *monitorSet) feed(c *client, cmd *command, args [][]byte) {
 	ms.feedOne(c, *list, cmd, args)
 }
 
-func (ms *monitorSet) feedOne(c *client, list []*monitor, cmd *command, args [][]byte) {
+func (ms *monitorSet) feedOne(c *client, list []*outQueue, cmd *command, args [][]byte) {
 	row := cmd.subcommand(args)
 	if row.flags&flagAdmin != 0 {
 		return
@@ -169,83 +151,15 @@ func appendRepr(b, a []byte) []byte {
 	return append(b, '"')
 }
 
-// push queues b for the monitor's writer, or closes the monitor when its
-// queue would pass the limit.
-func (m *monitor) push(s *Server, b []byte) {
-	m.mu.Lock()
-	if m.cut {
-		m.mu.Unlock()
-		return
-	}
-	limit := s.obuf.Load()[ClassNormal].Hard
-	if limit == 0 {
-		limit = monitorQueueLimit
-	}
-	if owed := len(m.queue) + len(b); over(owed, limit) {
-		m.cut, m.queue = true, nil
-		m.mu.Unlock()
-		s.obufClosed.Add(1)
-		s.log.Warn("Client scheduled to be closed ASAP for overcoming of output buffer limits.", "client", m.c.info(nil, 0), "owed", owed)
-		m.c.kill()
-		return
-	}
-	m.queue = append(m.queue, b...)
-	m.mu.Unlock()
-	select {
-	case m.wake <- struct{}{}:
-	default:
-	}
-}
-
-// owed is how many bytes the monitor's queue holds (CLIENT LIST omem).
-func (m *monitor) owed() int64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return int64(len(m.queue))
-}
-
-// run writes the queue until the connection ends, then what is left (a
-// QUIT's reply) within the shutdown drain bound.
-func (m *monitor) run() {
-	defer close(m.done)
-	var buf []byte
-	for {
-		last := false
-		select {
-		case <-m.wake:
-		case <-m.gone:
-			last = true
-		}
-		m.mu.Lock()
-		buf, m.queue = m.queue, buf[:0]
-		m.mu.Unlock()
-		if len(buf) > 0 {
-			if _, err := m.c.nc.Write(buf); err != nil {
-				m.mu.Lock()
-				m.cut, m.queue = true, nil
-				m.mu.Unlock()
-				m.c.kill()
-				return
-			}
-		}
-		if last {
-			return
-		}
-		if cap(buf) > 1<<20 {
-			buf = nil
-		}
-	}
-}
-
 func cmdMonitor(s *Server, c *client, args [][]byte) {
-	if c.mon.Load() != nil || c.monStarting != nil {
+	if c.monitoring.Load() || c.monStarting {
 		return // already monitoring: no reply, as Redis
 	}
 	c.writeOK()
 	// The hand-over waits until MONITOR is counted (dispatch): as in
 	// Redis, a client that has its +OK finds it in the slow log and
 	// commandstats.
-	c.monStarting = &monitor{c: c, wake: make(chan struct{}, 1), gone: make(chan struct{}), done: make(chan struct{})}
+	c.monStarting = true
 }
 
 // startMonitor makes the connection the monitor MONITOR prepared: from
@@ -253,41 +167,31 @@ func cmdMonitor(s *Server, c *client, args [][]byte) {
 // ones of its pipeline first) go through the queue, in order with the
 // lines.
 func (c *client) startMonitor() {
-	m := c.monStarting
-	c.monStarting = nil
-	c.mon.Store(m)
-	c.flushOut()
-	go m.run()
-	c.s.monitors.add(c.s, m)
+	c.monStarting = false
+	q := c.startQueue()
+	c.monitoring.Store(true)
+	c.s.monitors.add(c.s, q)
 	c.hooks = c.s.hooks.Load()
 }
 
 // stopMonitor ends MONITOR on a connection that stays (RESET): the replies
-// already queued go out, then the connection writes its own again.
+// already queued go out, then the connection writes its own again (unless
+// it is subscribed).
 func (c *client) stopMonitor() {
-	c.monStarting = nil
-	m := c.mon.Load()
-	if m == nil {
+	c.monStarting = false
+	if !c.monitoring.Load() {
 		return
 	}
 	c.flushOut()
-	c.s.monitors.remove(c.s, m)
-	close(m.gone)
-	<-m.done
-	c.mon.Store(nil)
+	c.s.monitors.remove(c.s, c.oq.Load())
+	c.monitoring.Store(false)
+	c.stopQueue()
 	c.hooks = c.s.hooks.Load()
 }
 
-// endMonitor detaches a monitor whose connection ends and lets its writer
-// finish.
-func (c *client) endMonitor() {
-	m := c.mon.Load()
-	if m == nil {
-		return
+// leaveMonitors detaches a monitor whose connection ends.
+func (c *client) leaveMonitors() {
+	if c.monitoring.Load() {
+		c.s.monitors.remove(c.s, c.oq.Load())
 	}
-	c.s.monitors.remove(c.s, m)
-	// A write the writer is blocked in gets the drain bound too.
-	c.setWriteDeadline(time.Now().Add(ShutdownDrain))
-	close(m.gone)
-	<-m.done
 }

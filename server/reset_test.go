@@ -44,6 +44,11 @@ func testResetAndRefusedExec(t *testing.T, resp3 bool) {
 	}
 	w.same("PING") // RESET's +RESET, then PONG: replies are on again
 	w.same("PING")
+	// The second PING's PONG, read before another connection starts to
+	// monitor: a PING still on its way would be shown to the monitor.
+	if got, want := w.sluice.Read(t), w.redis.Read(t); got != want {
+		t.Fatalf("the last PING: sluice %q, redis %q", got, want)
+	}
 
 	// MONITOR ends: the next reply is the command's, no monitor line.
 	m := newTwin(t, ts, r)

@@ -426,6 +426,13 @@ func (sr *scriptRun) account(srv *Server, p pendingCall, args [][]byte) {
 	if th := st.latThresh.Load(); th > 0 && int64(p.took)/1e6 >= th {
 		st.latency.commandSample(row, int64(p.took)/1e6)
 	}
+	if p.err == nil && (row.name == "publish" || row.name == "spublish") {
+		kind := subChannel
+		if row.name == "spublish" {
+			kind = subShard
+		}
+		srv.pubsub.publish(srv, kind, args[1], args[2])
+	}
 	if list := srv.monitors.list.Load(); list != nil && len(*list) > 0 && row.flags&flagAdmin == 0 {
 		sr.monLine = monitorLine(sr.monLine[:0], time.Now(), "lua", row, args)
 		for _, m := range *list {
@@ -451,6 +458,17 @@ func (sr *scriptRun) serverCommand(cmd *command, args [][]byte) engine.Reply {
 			{Kind: engine.ReplyBulk, Str: strconv.FormatInt(now/1e9, 10)},
 			{Kind: engine.ReplyBulk, Str: strconv.FormatInt(now%1e9/1e3, 10)},
 		}}
+	case "publish", "spublish":
+		// Its messages go out when the run counts (account): a run that
+		// gives up or starts over must not have published.
+		kind := subChannel
+		if cmd.name == "spublish" {
+			kind = subShard
+		}
+		if srv := sr.s.server.Load(); srv != nil {
+			return engine.Reply{Kind: engine.ReplyInt, Int: srv.pubsub.subscribers(kind, args[1])}
+		}
+		return engine.Reply{Kind: engine.ReplyInt}
 	case "select":
 		if string(args[1]) == "0" {
 			return engine.Reply{Kind: engine.ReplyOK}
@@ -477,6 +495,8 @@ func (s *Scripts) checkACL(name string, cmd *command, args [][]byte) engine.Repl
 		return rawErr("ERR The user executing the script can't run this command or subcommand")
 	case aclDeniedKey:
 		return rawErr("ERR The user executing the script can't access at least one of the keys mentioned in the command arguments")
+	case aclDeniedChannel:
+		return rawErr("ERR The user executing the script can't publish to the channel mentioned in the command")
 	}
 	return engine.Reply{}
 }
@@ -560,9 +580,7 @@ func prepareEval(cl *client, c *engine.Command) error {
 	s := cl.s
 	lua := s.scripts.lua
 	c.Key = nil
-	if u := cl.user.rules.Load(); !u.allCommands || !u.allKeys {
-		c.Key = []byte(u.name)
-	}
+	u := cl.user.rules.Load()
 	var known *nativeScript
 	if c.N[3] == shaBody {
 		c.N[3] = 0
@@ -581,6 +599,12 @@ func prepareEval(cl *client, c *engine.Command) error {
 		}
 		c.Value, _ = lua.Body(sha)
 		known = knownBySHAOf([]byte(sha))
+	}
+	// A script runs as its user when the user is restricted in what it
+	// may call; a known script publishes nothing, so its channels do
+	// not matter.
+	if !u.allCommands || !u.allKeys || (!u.allChannels && known == nil) {
+		c.Key = []byte(u.name)
 	}
 	flags, err := lua.Flags(c.Value)
 	if err != nil {
@@ -681,10 +705,7 @@ func cmdScript(s *Server, c *client, args [][]byte) {
 			"HELP",
 			"    Print this help.",
 		}
-		c.writeArray(len(help))
-		for _, h := range help {
-			c.writeStatus(h)
-		}
+		c.writeHelp(help)
 	default:
 		c.writeError(unknownSubcommand(commands["script"], args[1]))
 	}

@@ -255,6 +255,7 @@ type Server struct {
 	authDenied     atomic.Int64
 	cmdDenied      atomic.Int64
 	keyDenied      atomic.Int64
+	channelDenied  atomic.Int64
 	authLogMu      sync.Mutex
 	authLogLast    time.Time
 	authLogPending int64
@@ -279,6 +280,7 @@ type Server struct {
 	_         [64]byte
 	pause     pauseState
 	monitors  monitorSet
+	pubsub    pubsubHub
 
 	nextID      atomic.Int64
 	connections atomic.Int64 // total accepted

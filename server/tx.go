@@ -328,7 +328,7 @@ func cmdExec(s *Server, c *client, args [][]byte) {
 // again, in case they changed since it was queued.
 func (c *client) recheckACL(cmd *command, args [][]byte) error {
 	u := c.user.rules.Load()
-	if u.allCommands && u.allKeys {
+	if u.allCommands && u.allKeys && u.allChannels {
 		return nil
 	}
 	switch d, _ := u.check(cmd, args, c.keyBuf[:0]); d {
@@ -336,6 +336,8 @@ func (c *client) recheckACL(cmd *command, args [][]byte) error {
 		return &txPermError{reason: "no permission to execute the command or subcommand"}
 	case aclDeniedKey:
 		return &txPermError{reason: "no permission to touch the specified keys"}
+	case aclDeniedChannel:
+		return &txPermError{reason: "no permission to access one of the channels used as arguments"}
 	}
 	return nil
 }

@@ -105,6 +105,18 @@ func (rc *RawConn) Do(tb testing.TB, args ...string) string {
 	return string(out)
 }
 
+// Read reads the next reply (a pub/sub message, or the reply to a command
+// sent with Send).
+func (rc *RawConn) Read(tb testing.TB) string {
+	tb.Helper()
+	rc.c.SetDeadline(time.Now().Add(10 * time.Second))
+	out, err := ReadReply(rc.r)
+	if err != nil {
+		tb.Fatalf("reading a reply: %v", err)
+	}
+	return string(out)
+}
+
 // Send sends one command and reads nothing: for commands the server does
 // not answer (after CLIENT REPLY OFF or SKIP).
 func (rc *RawConn) Send(tb testing.TB, args ...string) {
