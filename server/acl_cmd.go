@@ -38,6 +38,7 @@ func cmdACL(s *Server, c *client, args [][]byte) {
 			return
 		}
 		c.writeOK()
+		s.closeDeniedSubscribers(c)
 	case sub == "deluser" && len(args) >= 3:
 		names := make([]string, len(args)-2)
 		for i, a := range args[2:] {
@@ -100,6 +101,7 @@ func cmdACL(s *Server, c *client, args [][]byte) {
 			return
 		}
 		c.writeOK()
+		s.closeDeniedSubscribers(c)
 	case sub == "save" && len(args) == 2:
 		if err := s.aclSave(); err != nil {
 			s.log.Error("ACL SAVE failed", "file", s.cfg.ACLFile, "err", err)

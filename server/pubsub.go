@@ -492,3 +492,42 @@ func (h *pubsubHub) infoLines() []string {
 		"pubsubshard_channels:" + strconv.Itoa(len(h.subs[subShard])),
 	}
 }
+
+// closeDeniedSubscribers closes, as Redis 7 does when ACL rules change,
+// every connection subscribed to a channel or pattern its user may no
+// longer use. The asking connection, if it is one, is closed once its
+// reply is out.
+func (s *Server) closeDeniedSubscribers(asking *client) {
+	var denied []*client
+	h := &s.pubsub
+	for _, c := range s.clientsByID() {
+		if c.subsN.Load() == 0 {
+			continue
+		}
+		c.mu.Lock()
+		u := c.user.rules.Load()
+		c.mu.Unlock()
+		if u.allChannels {
+			continue
+		}
+		// The subscriptions change under the hub's lock only.
+		h.mu.RLock()
+		allowed := true
+		for kind, names := range c.subs.names {
+			for name := range names {
+				allowed = allowed && u.channelAllowed([]byte(name), subKind(kind) == subPattern)
+			}
+		}
+		h.mu.RUnlock()
+		if !allowed {
+			denied = append(denied, c)
+		}
+	}
+	for _, c := range denied {
+		if c == asking {
+			c.quit = true
+		} else {
+			c.kill()
+		}
+	}
+}

@@ -444,3 +444,41 @@ func TestPubSubConcurrent(t *testing.T) {
 		return ts.Do(t, "PUBSUB", "NUMSUB", "load").([]any)[1] == int64(subscribers)
 	})
 }
+
+// ACL SETUSER taking a channel away from a user closes its connections
+// subscribed to it, on both servers; its connection subscribed only to
+// what it keeps stays, and one subscribed by a pattern it keeps stays too.
+func TestACLChangeClosesDeniedSubscribersLikeRedis(t *testing.T) {
+	ts := sluicetest.Start(t, sluicetest.Options{})
+	r := sluicetest.StartRedis(t, "--databases", "1")
+	admin := newTwin(t, ts, r)
+	admin.same("ACL", "SETUSER", "limited", "on", ">pw", "~*", "+@all", "resetchannels", "&c*", "&news.*")
+	subscriber := func(args ...string) *twin {
+		w := newTwin(t, ts, r)
+		w.same("AUTH", "limited", "pw")
+		w.same(args...)
+		return w
+	}
+	losing := subscriber("SUBSCRIBE", "c1")
+	losingPattern := subscriber("PSUBSCRIBE", "c*")
+	keeping := subscriber("SUBSCRIBE", "news.a")
+	keepingPattern := subscriber("PSUBSCRIBE", "news.*")
+	admin.same("ACL", "SETUSER", "limited", "resetchannels", "&news.*")
+	for name, w := range map[string]*twin{"SUBSCRIBE c1": losing, "PSUBSCRIBE c*": losingPattern} {
+		for server, c := range map[string]*sluicetest.RawConn{"sluice": w.sluice, "redis": w.redis} {
+			c.Conn().SetReadDeadline(time.Now().Add(5 * time.Second))
+			_, err := c.Conn().Read(make([]byte, 64))
+			if ne, ok := err.(net.Error); err == nil || ok && ne.Timeout() {
+				t.Errorf("%s: the connection of %s is still open (%v)", server, name, err)
+			}
+		}
+	}
+	keeping.same("PING", "still")
+	keepingPattern.same("PING", "still")
+	admin.same("PUBLISH", "news.a", "m")
+	for _, w := range []*twin{keeping, keepingPattern} {
+		if got, want := w.sluice.Read(t), w.redis.Read(t); got != want {
+			t.Errorf("after the change: sluice %q, redis %q", got, want)
+		}
+	}
+}

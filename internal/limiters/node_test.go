@@ -8,7 +8,7 @@ import "testing"
 func runNode(t *testing.T, native []string, script string, args ...string) (redisTr, sluiceTr []any) {
 	t.Helper()
 	node := nodeLimiters(t, "ioredis", "redis", "rate-limiter-flexible", "express", "express-rate-limit",
-		"rate-limit-redis", "fastify", "@fastify/rate-limit")
+		"rate-limit-redis", "fastify", "@fastify/rate-limit", "bottleneck")
 	return differential(t, native, func(e endpoint) []any {
 		return runProgram(t, e, node, append([]string{"../clients/node/limiters/" + script, e.addr}, args...)...)
 	})
@@ -84,5 +84,22 @@ func TestFastifyRateLimit(t *testing.T) {
 	})
 	expectRange(t, redisTr, "stored continue/pttl_ms", 29000, 30000)
 	expectRange(t, redisTr, "stored backoff/pttl_ms", 15000, 16000)
+	compareTranscripts(t, redisTr, sluiceTr)
+}
+
+// Bottleneck's clustering over ioredis: two limiters with one id share a
+// reservoir and a concurrency limit through Bottleneck's scripts (hashes,
+// sorted sets, TIME, PUBLISH from scripts), and hear of freed capacity and
+// each other's messages over SUBSCRIBE on their second connections.
+func TestBottleneck(t *testing.T) {
+	redisTr, sluiceTr := runNode(t, nil, "bottleneck.mjs")
+	noErrors(t, redisTr)
+	expect(t, redisTr, map[string]any{
+		"ready/a_reservoir": 3, "two running (maxConcurrent)/running": 2, "reservoir spent/ran": 3,
+		"reservoir spent/reservoir": 0, "reservoir spent/queued": 2, "refilled from b/done": []any{1, 2, 3, 4, 5},
+		"b waits/queued_b": 1, "b runs after a refills/result": "late", "message/got": "hello from a",
+		"settings/b_reservoir": 10, "settings/done": 6,
+		"channels/numsub": []any{"b_bn-test", 2}, "after disconnect/numsub": []any{"b_bn-test", 0},
+	})
 	compareTranscripts(t, redisTr, sluiceTr)
 }
