@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/difftest"
 	"github.com/sluicehq/sluice/internal/sluicetest"
@@ -480,5 +483,77 @@ func TestACLChangeClosesDeniedSubscribersLikeRedis(t *testing.T) {
 		if got, want := w.sluice.Read(t), w.redis.Read(t); got != want {
 			t.Errorf("after the change: sluice %q, redis %q", got, want)
 		}
+	}
+}
+
+// go-redis's PubSub, at its defaults (RESP3: messages as pushes) and over
+// RESP2: Subscribe, PSubscribe and SSubscribe on one connection, messages
+// from Publish and SPublish (and one from a script) received in order,
+// PubSubNumSub and PubSubChannels seeing the subscriber, Unsubscribe,
+// and Close leaving nothing behind.
+func TestGoRedisPubSub(t *testing.T) {
+	ts := sluicetest.Start(t, sluicetest.Options{})
+	for _, proto := range []int{3, 2} {
+		t.Run("resp"+strconv.Itoa(proto), func(t *testing.T) {
+			ctx := context.Background()
+			rdb := redis.NewClient(&redis.Options{Addr: ts.Addr, Protocol: proto})
+			defer rdb.Close()
+			ps := rdb.Subscribe(ctx, "orders")
+			if err := ps.PSubscribe(ctx, "ord*"); err != nil {
+				t.Fatal(err)
+			}
+			if err := ps.SSubscribe(ctx, "{user:1}events"); err != nil {
+				t.Fatal(err)
+			}
+			for _, kind := range []string{"subscribe", "psubscribe", "ssubscribe"} {
+				m, err := ps.ReceiveTimeout(ctx, 5*time.Second)
+				if sub, ok := m.(*redis.Subscription); err != nil || !ok || sub.Kind != kind {
+					t.Fatalf("want the %s confirmation, got %#v, %v", kind, m, err)
+				}
+			}
+			if n, err := rdb.Publish(ctx, "orders", "o1").Result(); err != nil || n != 2 {
+				t.Fatalf("PUBLISH orders: %d, %v (want 2: the channel and the pattern)", n, err)
+			}
+			if n, err := rdb.SPublish(ctx, "{user:1}events", "e1").Result(); err != nil || n != 1 {
+				t.Fatalf("SPUBLISH: %d, %v", n, err)
+			}
+			if n, err := rdb.Eval(ctx, "return redis.call('publish', KEYS[1], ARGV[1])", []string{"orders"}, "o2").Int(); err != nil || n != 2 {
+				t.Fatalf("PUBLISH from a script: %d, %v", n, err)
+			}
+			var got []string
+			for range 5 {
+				m, err := ps.ReceiveTimeout(ctx, 5*time.Second)
+				msg, ok := m.(*redis.Message)
+				if err != nil || !ok {
+					t.Fatalf("after %q: %#v, %v", got, m, err)
+				}
+				got = append(got, msg.Pattern+"|"+msg.Channel+"|"+msg.Payload)
+			}
+			want := []string{"|orders|o1", "ord*|orders|o1", "|{user:1}events|e1", "|orders|o2", "ord*|orders|o2"}
+			if !slices.Equal(got, want) {
+				t.Fatalf("messages %q, want %q", got, want)
+			}
+			if subs, err := rdb.PubSubNumSub(ctx, "orders").Result(); err != nil || subs["orders"] != 1 {
+				t.Fatalf("NUMSUB: %v, %v", subs, err)
+			}
+			if chans, err := rdb.PubSubChannels(ctx, "ord*").Result(); err != nil || !slices.Equal(chans, []string{"orders"}) {
+				t.Fatalf("CHANNELS: %v, %v", chans, err)
+			}
+			if err := ps.Unsubscribe(ctx, "orders"); err != nil {
+				t.Fatal(err)
+			}
+			if m, err := ps.ReceiveTimeout(ctx, 5*time.Second); err != nil || m.(*redis.Subscription).Kind != "unsubscribe" {
+				t.Fatalf("want the unsubscribe confirmation, got %#v, %v", m, err)
+			}
+			if n, err := rdb.Publish(ctx, "orders", "o3").Result(); err != nil || n != 1 {
+				t.Fatalf("PUBLISH after UNSUBSCRIBE: %d, %v (want 1: the pattern)", n, err)
+			}
+			ps.Close()
+			sluicetest.WaitFor(t, 5*time.Second, "the closed subscriber to leave", func() bool {
+				n, _ := rdb.PubSubNumPat(ctx).Result()
+				s, _ := rdb.PubSubShardChannels(ctx, "*").Result()
+				return n == 0 && len(s) == 0
+			})
+		})
 	}
 }

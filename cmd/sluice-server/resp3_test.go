@@ -91,6 +91,14 @@ func TestRESP3Clients(t *testing.T) {
 			}
 		}
 	}
+	// Pub/sub on a second connection of each (RESP3 pushes): the channel's
+	// message, then the pattern's, in order.
+	for _, client := range []string{"ioredis", "node-redis"} {
+		want := map[string]any{"counts": []any{float64(2), float64(1)}, "messages": []any{"news:n1", "news*|news:n1", "news*|newsroom:n2"}}
+		if got := got[client]["pubsub"]; !reflect.DeepEqual(got, want) {
+			t.Errorf("%s pub/sub: %#v, want %#v", client, got, want)
+		}
+	}
 	// node-redis keeps RESP3 maps as objects (ioredis flattens them).
 	if info, ok := got["node-redis"]["LIMIT.INFO node-redis"].(map[string]any); !ok || info["family"] != "gcra" || info["remaining"] != float64(4) {
 		t.Errorf("node-redis: LIMIT.INFO %#v", got["node-redis"]["LIMIT.INFO node-redis"])
