@@ -107,3 +107,22 @@ func TestRESP3Clients(t *testing.T) {
 		t.Errorf("node-redis: CONFIG GET %#v", got["node-redis"]["CONFIG GET maxmemory-policy"])
 	}
 }
+
+// redis-py's PubSub (Debian's python3-redis, RESP2): confirmations, then
+// the channel's message and the pattern's, in order.
+func TestRedisPyPubSub(t *testing.T) {
+	py, ok := pythonRedis(t)
+	if !ok {
+		return
+	}
+	addr, _ := startBinary(t, "--appendonly", "no")
+	host, port, _ := strings.Cut(addr, ":")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, py, "../../internal/clients/python/pubsub.py", host, port).CombinedOutput()
+	want := `{"counts": [2, 1], "messages": [["subscribe", "news", 1], ["psubscribe", "news*", 2], ` +
+		`["message", "", "news", "n1"], ["pmessage", "news*", "news", "n1"], ["pmessage", "news*", "newsroom", "n2"]], "numsub": [["news", 1]]}`
+	if err != nil || strings.TrimSpace(string(out)) != want {
+		t.Fatalf("redis-py pub/sub: %v\n got %s\nwant %s", err, out, want)
+	}
+}
