@@ -844,7 +844,14 @@ func (c *client) writeError(err error) {
 	}
 	c.out = redcon.AppendError(c.out, text)
 }
-func (c *client) writeOK() { c.out = redcon.AppendOK(c.out) }
+func (c *client) writeOK()           { c.out = redcon.AppendOK(c.out) }
+func (c *client) writeInt(n int64)   { c.out = redcon.AppendInt(c.out, n) }
+func (c *client) writeBulk(b []byte) { c.out = redcon.AppendBulk(c.out, b) }
+func (c *client) writeBulkString(s string) {
+	c.out = redcon.AppendBulkString(c.out, s)
+}
+func (c *client) writeStatus(s string) { c.out = redcon.AppendString(c.out, s) }
+func (c *client) writeArray(n int)     { c.out = redcon.AppendArray(c.out, n) }
 
 // writeHelp writes a HELP subcommand's lines, as status replies.
 func (c *client) writeHelp(lines []string) {
@@ -853,13 +860,6 @@ func (c *client) writeHelp(lines []string) {
 		c.writeStatus(l)
 	}
 }
-func (c *client) writeInt(n int64)   { c.out = redcon.AppendInt(c.out, n) }
-func (c *client) writeBulk(b []byte) { c.out = redcon.AppendBulk(c.out, b) }
-func (c *client) writeBulkString(s string) {
-	c.out = redcon.AppendBulkString(c.out, s)
-}
-func (c *client) writeStatus(s string) { c.out = redcon.AppendString(c.out, s) }
-func (c *client) writeArray(n int)     { c.out = redcon.AppendArray(c.out, n) }
 
 // Writers whose RESP3 form differs. RESP2 connections pay one predictable
 // branch on these only; decisions (arrays of integers) are the same bytes
